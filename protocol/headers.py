@@ -1,0 +1,129 @@
+"""Request and response envelopes: header version selection, encode and decode.
+
+A request header is v1 (int16 key, int16 version, int32 correlation id,
+nullable client id) or, for flexible request versions, v2 (v1 plus tagged
+fields). A response header is v0 (the correlation id) or v1 (plus tagged
+fields) for flexible versions, except ApiVersions, whose response header is
+always v0: a client that sent a version the broker rejects must still be able
+to read the answer.
+
+A server reads the header first (:func:`decode_request_header`), decides
+whether it supports the API and version, and only then decodes the body
+(:func:`decode_request_body`), so an unknown API gets an error response
+rather than a closed connection.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from . import codec
+from .errors import ProtocolError, UnsupportedVersionError
+from .messages import API_MESSAGES, ApiKey, RequestHeader, ResponseHeader
+from .primitives import Reader, Writer
+from .schema import Declared
+
+_LENGTH = struct.Struct(">i")
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    messages = API_MESSAGES.get(api_key)  # type: ignore[call-overload]
+    return messages is not None and version in messages[0].SPEC.flexible
+
+
+def request_header_version(api_key: int, version: int) -> int:
+    return 2 if is_flexible(api_key, version) else 1
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, version) else 0
+
+
+def _framed(parts: list[tuple[Declared, int]]) -> bytes:
+    w = Writer()
+    w.int32(0)  # length, patched below
+    for obj, version in parts:
+        codec.write(w, obj, version)
+    _LENGTH.pack_into(w.buf, 0, len(w.buf) - 4)
+    return bytes(w.buf)
+
+
+def encode_request(body: Declared, version: int, correlation_id: int, client_id: str | None) -> bytes:
+    """A whole request frame, length prefix included."""
+    api_key = type(body).SPEC.api_key
+    assert api_key is not None, f"{type(body).__name__} is not a request"
+    header = RequestHeader(
+        request_api_key=api_key, request_api_version=version, correlation_id=correlation_id, client_id=client_id
+    )
+    return _framed([(header, request_header_version(api_key, version)), (body, version)])
+
+
+def encode_response(body: Declared, version: int, correlation_id: int) -> bytes:
+    """A whole response frame, length prefix included."""
+    api_key = type(body).SPEC.api_key
+    assert api_key is not None, f"{type(body).__name__} is not a response"
+    header = ResponseHeader(correlation_id=correlation_id)
+    return _framed([(header, response_header_version(api_key, version)), (body, version)])
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEnvelope:
+    """A request's header and the offset of its body in the frame."""
+
+    header: RequestHeader
+    body_offset: int
+
+    @property
+    def api_key(self) -> int:
+        return self.header.request_api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.request_api_version
+
+    @property
+    def correlation_id(self) -> int:
+        return self.header.correlation_id
+
+
+def decode_request_header(frame: bytes | bytearray | memoryview) -> RequestEnvelope:
+    """Read the header of a request frame (its payload, without the length prefix).
+
+    An API key or version we do not declare still yields a header (read as v1),
+    so the caller can answer with UNSUPPORTED_VERSION."""
+    r = Reader(frame)
+    api_key = r.int16()
+    version = r.int16()
+    r.pos = 0
+    header = codec.read(RequestHeader, r, request_header_version(api_key, version))
+    return RequestEnvelope(header, r.pos)
+
+
+def decode_request_body(envelope: RequestEnvelope, frame: bytes | bytearray | memoryview) -> Any:
+    """Decode the body of a request whose header :func:`decode_request_header` read."""
+    messages = API_MESSAGES.get(envelope.api_key)  # type: ignore[call-overload]
+    if messages is None:
+        raise UnsupportedVersionError(f"unknown API key {envelope.api_key}")
+    return codec.read(messages[0], Reader(frame, envelope.body_offset), envelope.api_version)
+
+
+def peek_correlation_id(frame: bytes | bytearray | memoryview) -> int:
+    """The correlation id a response frame starts with."""
+    if len(frame) < 4:
+        raise ProtocolError(f"response frame of {len(frame)} bytes has no correlation id")
+    (correlation_id,) = _LENGTH.unpack_from(frame, 0)
+    return int(correlation_id)
+
+
+def decode_response(api_key: int, version: int, frame: bytes | bytearray | memoryview) -> tuple[int, Any]:
+    """(correlation id, body) of a response frame's payload."""
+    messages = API_MESSAGES.get(api_key)  # type: ignore[call-overload]
+    if messages is None:
+        raise UnsupportedVersionError(f"unknown API key {api_key}")
+    r = Reader(frame)
+    header = codec.read(ResponseHeader, r, response_header_version(api_key, version))
+    return header.correlation_id, codec.read(messages[1], r, version)

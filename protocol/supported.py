@@ -1,0 +1,42 @@
+"""The API versions Tributary speaks, as advertised in ApiVersions.
+
+Only non-flexible versions are listed, apart from ApiVersions v3: librdkafka
+2.0.2 (Debian's kcat) enables message format v2, zstd and groups only when
+specific older versions fall inside the advertised ranges, and every listed
+version must round-trip through the codec (the tests check it).
+"""
+
+from __future__ import annotations
+
+from .messages import ApiKey
+from .schema import Versions
+
+SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
+    ApiKey.PRODUCE: Versions(3, 8),
+    ApiKey.FETCH: Versions(4, 11),
+    ApiKey.LIST_OFFSETS: Versions(1, 5),
+    ApiKey.METADATA: Versions(0, 8),
+    ApiKey.OFFSET_COMMIT: Versions(2, 7),
+    ApiKey.OFFSET_FETCH: Versions(1, 5),
+    ApiKey.FIND_COORDINATOR: Versions(0, 2),
+    ApiKey.JOIN_GROUP: Versions(0, 5),
+    ApiKey.HEARTBEAT: Versions(0, 3),
+    ApiKey.LEAVE_GROUP: Versions(0, 3),
+    ApiKey.SYNC_GROUP: Versions(0, 3),
+    ApiKey.DESCRIBE_GROUPS: Versions(0, 4),
+    ApiKey.LIST_GROUPS: Versions(0, 2),
+    ApiKey.API_VERSIONS: Versions(0, 3),
+    ApiKey.CREATE_TOPICS: Versions(2, 4),
+    ApiKey.DELETE_TOPICS: Versions(1, 3),
+    ApiKey.INIT_PRODUCER_ID: Versions(0, 1),
+}
+
+#: The consumer-protocol Subscription and Assignment versions we write; newer
+#: ones decode by reading the fields we know.
+CONSUMER_PROTOCOL_VERSIONS = Versions(0, 3)
+
+
+def is_supported(api_key: int, version: int) -> bool:
+    # IntEnum members hash as their ints, so a plain int looks them up.
+    versions = SUPPORTED_VERSIONS.get(api_key)  # type: ignore[call-overload]
+    return versions is not None and version in versions

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine for Tributary: the Debian packages the tests and
+# the appliance need, then a virtualenv in .venv with the package and its extras.
+# Idempotent: a second run installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages: ZooKeeper (coordination), kcat (interop tests), a JRE for
+# ZooKeeper and Spark, and venv support for the system Python.
+APT_PACKAGES=(zookeeper kcat default-jre-headless python3-venv)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+# A JDK already on the machine (Java 17 here) serves ZooKeeper and Spark as well.
+if command -v java >/dev/null 2>&1; then
+    missing=("${missing[@]/default-jre-headless}")
+fi
+# python3-venv matters only when the venv module is missing.
+if python3 -c "import ensurepip, venv" 2>/dev/null; then
+    missing=("${missing[@]/python3-venv}")
+fi
+read -r -a missing <<<"${missing[*]}"
+if ((${#missing[@]})); then
+    echo "setup: apt-get install ${missing[*]}"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+    echo "setup: Python >= 3.11 is required, found $(python3 --version)" >&2
+    exit 1
+}
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test,fast,codecs]'

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Set up (scripts/setup.sh), then every check CI runs: ruff, mypy, import-linter
+# and the pytest suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+echo "== ruff";         .venv/bin/ruff check .
+echo "== mypy";         .venv/bin/mypy
+echo "== import-linter"; .venv/bin/lint-imports --no-cache
+echo "== pytest"
+status=0
+.venv/bin/pytest "$@" || status=$?
+# pytest exits 5 when it collected no tests: that is a failure here, not a pass.
+if [ "$status" -eq 5 ]; then
+    echo "pytest collected no tests" >&2
+fi
+exit "$status"
