@@ -65,13 +65,31 @@ _BYTES: dict[tuple[bool, bool], tuple[ReadFn, WriteFn]] = {
 }
 
 
+def _records_io(flexible: bool, nullable: bool) -> tuple[ReadFn, WriteFn]:
+    """Records decode as bytes; they encode from bytes or, without a copy, from any
+    sized object the transport knows how to send (see ``Writer.splice``)."""
+    read, write_bytes = _BYTES[flexible, nullable]
+
+    def write(w: Writer, value: Any) -> None:
+        if value is None or isinstance(value, bytes | bytearray | memoryview):
+            write_bytes(w, value)
+            return
+        size = len(value)
+        w.unsigned_varint(size + 1) if flexible else w.int32(size)
+        w.splice(value)
+
+    return read, write
+
+
 def _scalar_io(type_: str, flexible: bool, nullable: bool) -> tuple[ReadFn, WriteFn]:
     if type_ in _FIXED:
         return _FIXED[type_]
     if type_ == "string":
         return _STRING[flexible, nullable]
-    if type_ in ("bytes", "records"):
+    if type_ == "bytes":
         return _BYTES[flexible, nullable]
+    if type_ == "records":
+        return _records_io(flexible, nullable)
     raise ProtocolError(f"unknown field type {type_!r}")
 
 
@@ -180,6 +198,8 @@ def _struct_io(
             for t, value in present:
                 body = Writer()
                 t.write(body, value)
+                if body.splices:
+                    raise ValueError("spliced records cannot be carried in a tagged field")
                 w.unsigned_varint(t.tag)
                 w.unsigned_varint(len(body.buf))
                 w.raw(body.buf)

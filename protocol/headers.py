@@ -16,6 +16,7 @@ rather than a closed connection.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,12 +44,19 @@ def response_header_version(api_key: int, version: int) -> int:
     return 1 if is_flexible(api_key, version) else 0
 
 
-def _framed(parts: list[tuple[Declared, int]]) -> bytes:
+def _framed_writer(parts: list[tuple[Declared, int]]) -> Writer:
     w = Writer()
     w.int32(0)  # length, patched below
     for obj, version in parts:
         codec.write(w, obj, version)
-    _LENGTH.pack_into(w.buf, 0, len(w.buf) - 4)
+    _LENGTH.pack_into(w.buf, 0, w.size - 4)
+    return w
+
+
+def _framed(parts: list[tuple[Declared, int]]) -> bytes:
+    w = _framed_writer(parts)
+    if w.splices:
+        raise ValueError("a message with spliced records must be sent with encode_response_parts")
     return bytes(w.buf)
 
 
@@ -68,6 +76,15 @@ def encode_response(body: Declared, version: int, correlation_id: int) -> bytes:
     assert api_key is not None, f"{type(body).__name__} is not a response"
     header = ResponseHeader(correlation_id=correlation_id)
     return _framed([(header, response_header_version(api_key, version)), (body, version)])
+
+
+def encode_response_parts(body: Declared, version: int, correlation_id: int) -> list[bytes | Sized]:
+    """A whole response frame as byte strings and spliced records objects, in order
+    (see ``Writer.splice``): the broker sends fetched records without copying them."""
+    api_key = type(body).SPEC.api_key
+    assert api_key is not None, f"{type(body).__name__} is not a response"
+    header = ResponseHeader(correlation_id=correlation_id)
+    return _framed_writer([(header, response_header_version(api_key, version)), (body, version)]).parts()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Sized
 
 from .errors import ProtocolError
 
@@ -229,12 +230,40 @@ class Reader:
 
 
 class Writer:
-    """Appends primitives to a growing ``bytearray``."""
+    """Appends primitives to a growing ``bytearray``.
 
-    __slots__ = ("buf",)
+    A value the writer should not copy (a fetch response's records, which the
+    broker sends from the page cache with sendfile) is *spliced*: its length is
+    written, the object itself is recorded in ``splices`` with the position it
+    belongs at, and the transport sends the pieces in order.
+    """
+
+    __slots__ = ("buf", "splices")
 
     def __init__(self) -> None:
         self.buf = bytearray()
+        self.splices: list[tuple[int, Sized]] = []
+
+    def splice(self, value: Sized) -> None:
+        self.splices.append((len(self.buf), value))
+
+    @property
+    def size(self) -> int:
+        """Bytes written, spliced values included."""
+        return len(self.buf) + sum(len(v) for _, v in self.splices)
+
+    def parts(self) -> list[bytes | Sized]:
+        """The output in order: byte strings between the spliced values."""
+        out: list[bytes | Sized] = []
+        start = 0
+        for pos, value in self.splices:
+            if pos > start:
+                out.append(bytes(self.buf[start:pos]))
+            out.append(value)
+            start = pos
+        if start < len(self.buf) or not out:
+            out.append(bytes(self.buf[start:]))
+        return out
 
     def getvalue(self) -> bytes:
         return bytes(self.buf)

@@ -5,6 +5,7 @@ from protocol.messages import (
     ApiKey,
     ApiVersionsRequest,
     ApiVersionsResponse,
+    FetchResponse,
     MetadataRequest,
     MetadataResponse,
     ProduceRequest,
@@ -62,3 +63,29 @@ def test_produce_request_v3_bytes() -> None:
     body = ProduceRequest(acks=1, timeout_ms=1500, topic_data=[])
     framed = headers.encode_request(body, 3, correlation_id=7, client_id=None)
     assert framed[4:] == bytes.fromhex("0000" "0003" "00000007" "ffff" "ffff" "0001" "000005dc" "00000000")
+
+
+class _Region:
+    """Stands for file regions the broker would send with sendfile."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+def test_spliced_records_frame_like_inline_records() -> None:
+    def response(records: object) -> FetchResponse:
+        partitions = [
+            FetchResponse.PartitionData(partition_index=i, high_watermark=10, records=records)  # type: ignore[arg-type]
+            for i in range(2)
+        ]
+        return FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=partitions)])
+
+    payload = b"batch-bytes" * 5
+    inline = headers.encode_response(response(payload), 11, correlation_id=5)
+    parts = headers.encode_response_parts(response(_Region(payload)), 11, correlation_id=5)
+    # header and first partition, region, second partition's fields, region
+    assert [type(p) for p in parts] == [bytes, _Region, bytes, _Region]
+    assert b"".join(p if isinstance(p, bytes) else p.data for p in parts) == inline  # type: ignore[attr-defined]
