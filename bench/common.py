@@ -1,0 +1,173 @@
+"""What the benchmarks share: paired timing, summaries, tables, the machine.
+
+The machine is shared and drifts, so every figure is taken next to a peer:
+:func:`paired_rounds` times the contenders once each per round, rotating who
+goes first, and ratios are the median of the per-round ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    quick: bool
+    #: The time budget of one comparison (all its contenders), in seconds.
+    seconds: float
+    #: A fixed number of rounds instead of the budget, when given.
+    repeat: int | None
+    json: bool
+    #: The least time one timed call should take, so the clock's grain and
+    #: the loop around it stay negligible.
+    min_round_seconds: float
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, default_seconds: float, quick_seconds: float) -> None:
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run (a few seconds in all)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help=f"time budget per comparison (default {default_seconds}, {quick_seconds} with --quick)",
+    )
+    parser.add_argument("--repeat", type=int, default=None, help="a fixed number of timed rounds per comparison")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def settings(args: argparse.Namespace, *, default_seconds: float, quick_seconds: float) -> Settings:
+    seconds = args.seconds if args.seconds is not None else quick_seconds if args.quick else default_seconds
+    if args.repeat is not None and args.repeat < 1:
+        raise SystemExit("--repeat must be at least 1")
+    return Settings(
+        quick=args.quick,
+        seconds=seconds,
+        repeat=args.repeat,
+        json=args.json,
+        min_round_seconds=0.001 if args.quick else 0.005,
+    )
+
+
+def calibrate(fn: Callable[[int], object], min_seconds: float) -> int:
+    """How many iterations ``fn(n)`` needs to take at least ``min_seconds``
+    (after one warm-up call)."""
+    fn(1)
+    n = 1
+    while True:
+        start = time.perf_counter()
+        fn(n)
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return n
+        n = max(n + 1, math.ceil(n * min_seconds * 1.2 / max(elapsed, 1e-9)))
+
+
+def paired_rounds(
+    fns: Sequence[Callable[[], object]],
+    *,
+    seconds: float,
+    repeat: int | None,
+    min_rounds: int = 5,
+    max_rounds: int = 10_000,
+) -> list[list[float]]:
+    """Times each of ``fns`` once per round, rotating the order from round to
+    round; returns each function's times. One untimed warm-up round first.
+    Runs ``repeat`` rounds, or else until ``seconds`` have passed (and at
+    least ``min_rounds``)."""
+    for fn in fns:
+        fn()
+    times: list[list[float]] = [[] for _ in fns]
+    deadline = time.perf_counter() + seconds
+    rounds = 0
+    while True:
+        for i in range(len(fns)):
+            which = (rounds + i) % len(fns)
+            start = time.perf_counter()
+            fns[which]()
+            times[which].append(time.perf_counter() - start)
+        rounds += 1
+        if repeat is not None:
+            if rounds >= repeat:
+                return times
+        elif rounds >= max_rounds or (rounds >= min_rounds and time.perf_counter() >= deadline):
+            return times
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A throughput summarised over rounds: work units per second."""
+
+    median: float
+    best: float
+    rounds: int
+
+
+def rate(work: float, times: Sequence[float]) -> Rate:
+    return Rate(median=work / statistics.median(times), best=work / min(times), rounds=len(times))
+
+
+def paired_ratio(ours: Sequence[float], theirs: Sequence[float]) -> float:
+    """Throughput of ours over theirs: the median of the per-round ratios."""
+    return statistics.median(t / o for o, t in zip(ours, theirs, strict=True))
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 1) -> str:
+    """A fixed-width table; the first ``left`` columns are left-aligned, the rest right-aligned."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            cell.ljust(width) if i < left else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return "\n".join([line(header), line(["-" * width for width in widths]), *(line(row) for row in rows)])
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for entry in cpuinfo:
+                if entry.startswith("model name"):
+                    return entry.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, str]:
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpus": str(os.cpu_count()),
+        "cpu": cpu_model(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "os": f"{platform.system()} {platform.release()}",
+    }
+
+
+def machine_line() -> str:
+    m = machine()
+    return f"{m['date']}; {m['cpus']} CPUs ({m['cpu']}); {m['python']}; {m['os']}"
+
+
+__all__ = [
+    "Rate",
+    "Settings",
+    "add_arguments",
+    "calibrate",
+    "machine",
+    "machine_line",
+    "paired_ratio",
+    "paired_rounds",
+    "rate",
+    "settings",
+    "table",
+]
