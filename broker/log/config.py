@@ -1,0 +1,134 @@
+"""Per-partition log settings: Kafka's topic configs under Python names.
+
+Defaults are Kafka's. A topic's overrides arrive as Kafka names and strings
+(``{"retention.ms": "3600000"}``, as stored in ZooKeeper); :meth:`LogConfig.with_overrides`
+applies them. Names of topic configs the log does not implement
+(``min.insync.replicas``, ``compression.type``...) are ignored there: they
+belong to other parts of the broker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DAY_MS = 24 * 60 * 60 * 1000
+#: Kafka's "never" for the flush settings (Long.MAX_VALUE there).
+NEVER = sys.maxsize
+
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+_CLEANUP_POLICIES = frozenset({"delete", "compact"})
+
+# Kafka name -> attribute. Every attribute has one.
+KAFKA_NAMES: Mapping[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "max.message.bytes": "max_message_bytes",
+    "message.timestamp.type": "message_timestamp_type",
+    "cleanup.policy": "cleanup_policy",
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
+}
+_STRING_ATTRIBUTES = frozenset({"message_timestamp_type", "cleanup_policy"})
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * DAY_MS
+    #: Roll when an index reaches this size (Kafka preallocates it; we only count).
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    flush_messages: int = NEVER
+    flush_ms: int = NEVER
+    #: -1: unlimited.
+    retention_ms: int = 7 * DAY_MS
+    #: -1: unlimited.
+    retention_bytes: int = -1
+    max_message_bytes: int = 1048588
+    #: "CreateTime" keeps producers' timestamps; "LogAppendTime" stamps batches on append.
+    message_timestamp_type: str = CREATE_TIME
+    #: Retention deletes only under "delete". "compact" keeps everything: the
+    #: log does not compact, so such a topic simply grows.
+    cleanup_policy: str = "delete"
+    #: A broker setting in Kafka: idle time after which an idempotent producer's
+    #: sequence state is forgotten.
+    producer_id_expiration_ms: int = DAY_MS
+
+    def __post_init__(self) -> None:
+        for name, attribute in KAFKA_NAMES.items():
+            value = getattr(self, attribute)
+            if attribute in _STRING_ATTRIBUTES:
+                if not isinstance(value, str):
+                    raise ValueError(f"{name} must be a string, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        # Kafka's lower bounds, from its TopicConfig definitions.
+        _at_least("segment.bytes", self.segment_bytes, 14)
+        # Index entries hold file positions as int32.
+        _at_most("segment.bytes", self.segment_bytes, 2**31 - 1)
+        _at_least("segment.ms", self.segment_ms, 1)
+        _at_least("segment.index.bytes", self.segment_index_bytes, 4)
+        _at_least("index.interval.bytes", self.index_interval_bytes, 0)
+        _at_least("flush.messages", self.flush_messages, 1)
+        _at_least("flush.ms", self.flush_ms, 0)
+        _at_least("retention.ms", self.retention_ms, -1)
+        _at_least("retention.bytes", self.retention_bytes, -1)
+        _at_least("max.message.bytes", self.max_message_bytes, 0)
+        _at_least("producer.id.expiration.ms", self.producer_id_expiration_ms, 1)
+        if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise ValueError(
+                f"message.timestamp.type must be {CREATE_TIME} or {LOG_APPEND_TIME}, "
+                f"not {self.message_timestamp_type!r}"
+            )
+        policies = {p.strip() for p in self.cleanup_policy.split(",")}
+        if not policies or not policies <= _CLEANUP_POLICIES:
+            raise ValueError(f"cleanup.policy must be delete, compact or both, not {self.cleanup_policy!r}")
+
+    @property
+    def deletes_old_segments(self) -> bool:
+        return "delete" in {p.strip() for p in self.cleanup_policy.split(",")}
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    def with_overrides(self, overrides: Mapping[str, str | int]) -> LogConfig:
+        """This config with Kafka-named overrides applied; raises ValueError for
+        a value of the wrong type or out of range. Unknown names are ignored."""
+        changes: dict[str, Any] = {}
+        for name, value in overrides.items():
+            attribute = KAFKA_NAMES.get(name)
+            if attribute is None:
+                continue
+            if attribute in _STRING_ATTRIBUTES:
+                changes[attribute] = str(value)
+            else:
+                try:
+                    changes[attribute] = int(value)
+                except ValueError:
+                    raise ValueError(f"{name} must be an integer, got {value!r}") from None
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def to_kafka(self) -> dict[str, str]:
+        """Kafka name -> value as a string, as DescribeConfigs reports them."""
+        return {name: str(getattr(self, attribute)) for name, attribute in KAFKA_NAMES.items()}
+
+
+def _at_least(name: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+
+
+def _at_most(name: str, value: int, maximum: int) -> None:
+    if value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {value}")

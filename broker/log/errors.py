@@ -1,0 +1,70 @@
+"""What the log refuses, each with the Kafka error code a broker answers it with.
+
+Malformed batches raise protocol's :class:`~protocol.errors.CorruptRecordError`
+or :class:`~protocol.errors.UnsupportedMagicError` unchanged; the errors here
+are the log's own decisions.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from protocol.error_codes import ErrorCode
+from protocol.errors import ProtocolError
+
+
+class LogError(Exception):
+    """Base of the log's refusals; ``error_code`` is what a response carries."""
+
+    error_code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class RecordTooLargeError(LogError):
+    """A batch larger than the partition's ``max.message.bytes``."""
+
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"record batch of {size} bytes exceeds max.message.bytes {limit}")
+        self.size = size
+        self.limit = limit
+
+
+class InvalidRecordError(LogError, ProtocolError):
+    """A well-formed batch a client may not write (control batch, offset range
+    that disagrees with the record count, producer id without a sequence).
+
+    Also a :class:`ProtocolError`, so code that only knows protocol errors
+    still refuses the data rather than failing."""
+
+    error_code = ErrorCode.INVALID_RECORD
+
+
+class OutOfOrderSequenceError(LogError):
+    """An idempotent producer's batch whose sequence does not follow the last one."""
+
+    error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(LogError):
+    """A batch from an older epoch of a producer id: a fenced zombie producer."""
+
+    error_code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class OffsetOutOfRangeError(LogError):
+    """An offset below the log start or above the log end."""
+
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(f"offset {offset} is outside the log's range [{log_start_offset}, {log_end_offset}]")
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class LogClosedError(LogError):
+    """An operation on a log that was closed or deleted (its topic went away)."""
+
+    error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -1,0 +1,627 @@
+"""One partition's log: a directory ``<topic>-<partition>/`` of segments.
+
+Appends go to the last (active) segment; reads find a segment by binary
+search over base offsets, a position by its sparse index, and hand out file
+regions for ``sendfile``. The segment list is an immutable tuple replaced on
+roll, retention and truncation (copy-on-write), so a reader's view never
+changes under it.
+
+Threads: every method runs on one thread (the broker's Trio thread), except
+:meth:`PartitionLog.flush`, which may run in a worker thread at the same time
+as the others (``trio.to_thread.run_sync(log.flush)``): it takes a snapshot
+under a lock, pins the segments it fsyncs, and holds no lock while it waits
+on the disk. :meth:`close` may run in a worker thread once nothing else uses
+the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import struct
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from protocol.crc32c import BytesLike
+from protocol.errors import CorruptRecordError
+from protocol.records import (
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    parse_batch_header,
+    rewrite_crc,
+    set_base_offset,
+    set_partition_leader_epoch,
+    verify_crc,
+)
+
+from .config import LogConfig
+from .errors import InvalidRecordError, LogClosedError, OffsetOutOfRangeError, RecordTooLargeError
+from .files import atomic_write, fsync_dir, unlink_quietly
+from .producer_state import ProducerStateManager
+from .reads import FileRegion, ReadResult
+from .segment import (
+    INDEX_SUFFIX,
+    INT32_MAX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    Segment,
+    parse_segment_file_name,
+)
+
+__all__ = ["PRODUCER_STATE_FILE", "AppendResult", "FileRegion", "PartitionLog", "ReadResult"]
+
+log = logging.getLogger(__name__)
+
+#: Written at a clean close, read and removed at the next open.
+PRODUCER_STATE_FILE = "producer-state.snapshot"
+#: Without a snapshot, producer state is rebuilt from the headers of this many
+#: last segments: enough for retries, which come within minutes of the original.
+PRODUCER_STATE_SEGMENTS = 2
+
+# protocol.records rewrites baseOffset and partitionLeaderEpoch only; LogAppendTime
+# also needs the attributes and maxTimestamp (inside the CRC, which is then redone).
+_ATTRIBUTES = struct.Struct(">h")
+_ATTRIBUTES_AT = 21
+_MAX_TIMESTAMP = struct.Struct(">q")
+_MAX_TIMESTAMP_AT = 35
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class AppendResult(NamedTuple):
+    base_offset: int
+    last_offset: int
+    #: The timestamp stamped on the batches under LogAppendTime, else -1.
+    log_append_time: int
+    record_count: int
+    log_start_offset: int
+    #: A retried batch of an idempotent producer: nothing was written, the
+    #: offsets are those of the original append.
+    duplicate: bool = False
+
+
+class PartitionLog:
+    """Create with :meth:`open`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: Sequence[Segment],
+        recovery_point: int,
+        producers: ProducerStateManager,
+    ) -> None:
+        self._dir = directory
+        #: May be replaced at any time (topic config changes); read at each use.
+        self.config = config
+        self._segments: tuple[Segment, ...] = tuple(segments)
+        self._bases = [s.base_offset for s in self._segments]
+        self._recovery_point = recovery_point
+        self._producers = producers
+        # Guards what flush() shares with the log's own thread: the counters
+        # below, the recovery point and the swap of the segment tuple.
+        self._lock = threading.Lock()
+        # One flush at a time: a second must not advance the recovery point
+        # while the first still waits on fsync.
+        self._flush_lock = threading.Lock()
+        self._unflushed_messages = 0
+        self._first_unflushed_ms: int | None = None
+        self._rolled_unflushed = False
+        # Opening may have created or deleted segment files.
+        self._dir_dirty = True
+        self._truncations = 0
+        self._closed = False
+
+    # --- opening ------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: LogConfig,
+        recovery_point: int = 0,
+        *,
+        clean_shutdown: bool = False,
+        now_ms: int | None = None,
+    ) -> PartitionLog:
+        """Opens (or creates) the log in ``directory``.
+
+        After a crash (``clean_shutdown`` false) every segment holding offsets
+        at or after ``recovery_point`` is validated batch by batch, cut at the
+        first torn or corrupt batch, and re-indexed; segments after a cut one
+        are deleted. Earlier segments, and all of them after a clean shutdown,
+        are trusted: only the headers after their last index entry are read."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        bases = _discover(path)
+        segments: list[Segment] = []
+        try:
+            if not bases:
+                segments.append(Segment.create(path, 0, now_ms))
+            cut = False
+            for i, base in enumerate(bases):
+                segment = Segment(path, base, now_ms)
+                if cut:
+                    log.warning("%s: deleting segment %d, which follows a corrupt one", path, base)
+                    segment.delete_files()
+                    continue
+                segments.append(segment)
+                last = i == len(bases) - 1
+                recover = not segment.had_index_files or (
+                    not clean_shutdown and (last or bases[i + 1] > recovery_point)
+                )
+                if not recover:
+                    try:
+                        segment.load_tail()
+                    except CorruptRecordError as exc:
+                        log.warning("%s: segment %d is inconsistent (%s): recovering it", path, base, exc)
+                        recover = True
+                if recover:
+                    removed = segment.recover(config.index_interval_bytes)
+                    if removed:
+                        log.warning("%s: cut %d bytes of torn or corrupt data from segment %d", path, removed, base)
+                        cut = not last
+            for segment in segments[:-1]:
+                segment.seal()  # restores the final time entry a crash after a roll may have lost
+            segments[-1].activate()
+            log_end = segments[-1].next_offset
+            producers = _load_producer_state(path, log_end, now_ms) or _rebuild_producer_state(segments, now_ms)
+        except BaseException:
+            for segment in segments:
+                segment.retire()
+            raise
+        recovery_point = log_end if clean_shutdown else min(recovery_point, log_end)
+        return cls(path, config, segments, recovery_point, producers)
+
+    # --- the log's extent -------------------------------------------------------
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    def visible_end_offset(self) -> int:
+        """The end of what consumers may read: the log end today, the high
+        watermark once there are followers. Every consumer-facing bound goes
+        through here."""
+        return self.log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below this is on disk (fsynced)."""
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return self._segments
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producers
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self._dir} is closed")
+
+    # --- appending ------------------------------------------------------------
+
+    def append(self, records: BytesLike, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Validates every batch of ``records``, then assigns offsets and
+        writes them; raises (writing nothing) if any batch is refused."""
+        self._check_open()
+        config = self.config
+        buf = bytearray(records)
+        batches = _validate(buf, config.max_message_bytes)
+        duplicate = self._producers.check(header for _, header in batches)
+        if duplicate is not None:
+            return AppendResult(
+                duplicate.first_offset,
+                duplicate.last_offset,
+                duplicate.timestamp if config.log_append_time else -1,
+                duplicate.last_offset - duplicate.first_offset + 1,
+                self.log_start_offset,
+                duplicate=True,
+            )
+        append_time = now_ms if config.log_append_time else -1
+        offset = self.log_end_offset
+        assigned: list[tuple[int, BatchHeader]] = []
+        for pos, received in batches:
+            set_base_offset(buf, pos, offset)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            header = received._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+            if append_time >= 0:
+                header = _stamp_log_append_time(buf, pos, header, append_time)
+            assigned.append((pos, header))
+            offset = header.next_offset
+        first, last = assigned[0][1], assigned[-1][1]
+        max_timestamp = max(header.max_timestamp for _, header in assigned)
+        segment = self._maybe_roll(len(buf), max_timestamp, last.last_offset, now_ms)
+        segment.append(buf, assigned, config.index_interval_bytes)
+        count = 0
+        for _, header in assigned:
+            self._producers.record(header, now_ms)
+            count += header.record_count
+        with self._lock:
+            self._unflushed_messages += count
+            if self._first_unflushed_ms is None:
+                self._first_unflushed_ms = now_ms
+        return AppendResult(first.base_offset, last.last_offset, append_time, count, self.log_start_offset)
+
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int) -> Segment:
+        segment = self._segments[-1]
+        if not segment.size:
+            return segment
+        config = self.config
+        # As Kafka: segment.ms is measured in record time from the segment's
+        # first batch, in broker time only when batches carry no timestamps.
+        first_timestamp = segment.first_timestamp()
+        waited = max_timestamp - first_timestamp if first_timestamp >= 0 else now_ms - segment.created_ms
+        if (
+            segment.size + size > config.segment_bytes
+            or waited > config.segment_ms
+            or segment.index_full(config.segment_index_bytes)
+            or last_offset - segment.base_offset > INT32_MAX
+        ):
+            return self._roll(now_ms)
+        return segment
+
+    def _roll(self, now_ms: int) -> Segment:
+        old = self._segments[-1]
+        new = Segment.create(self._dir, old.next_offset, now_ms)
+        new.activate()
+        old.seal()
+        with self._lock:
+            self._segments = (*self._segments, new)
+            self._bases = [*self._bases, new.base_offset]
+            # As Kafka: a rolled segment is flushed soon whatever the flush policy.
+            self._rolled_unflushed = True
+            self._dir_dirty = True
+        return new
+
+    # --- reading --------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, *, min_one_batch: bool = True
+    ) -> ReadResult:
+        """Whole batches from the one containing ``offset``: up to
+        ``max_bytes``, but at least the first batch when ``min_one_batch``,
+        and nothing at or beyond ``max_offset`` (default: the visible end).
+
+        Raises :class:`OffsetOutOfRangeError` below the log start or above the
+        log end; at the log end (or the visible end) the result is empty. The
+        result pins its segments until closed: use it in a ``with`` block."""
+        self._check_open()
+        segments, bases = self._segments, self._bases
+        start, end = segments[0].base_offset, segments[-1].next_offset
+        if not start <= offset <= end:
+            raise OffsetOutOfRangeError(offset, start, end)
+        visible = self.visible_end_offset()
+        limit = min(visible if max_offset is None else max_offset, end)
+        regions: list[FileRegion] = []
+        pinned: list[Segment] = []
+        remaining = max_bytes
+        next_offset = offset
+        i = max(bisect_right(bases, offset) - 1, 0)
+        try:
+            while i < len(segments) and next_offset < limit:
+                segment = segments[i]
+                piece = segment.read_slice(next_offset, remaining, limit, min_one_batch and not regions)
+                if piece.size:
+                    _pin(segment)
+                    pinned.append(segment)
+                    regions.append(FileRegion(segment.fd, piece.position, piece.size))
+                    remaining -= piece.size
+                next_offset = piece.next_offset
+                if not piece.at_end:
+                    break
+                i += 1
+        except BaseException:
+            for segment in pinned:
+                segment.unpin()
+            raise
+        return ReadResult(
+            regions,
+            pinned,
+            next_offset=next_offset,
+            log_start_offset=start,
+            log_end_offset=end,
+            visible_end_offset=visible,
+        )
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the first visible batch whose
+        maximum timestamp is >= ``timestamp``; None if there is none.
+
+        Batches are never decompressed, so the answer is a batch's first
+        offset, not the first record's at that time: a consumer seeking there
+        may see a few earlier records of that batch."""
+        self._check_open()
+        for segment in self._segments:
+            if segment.max_timestamp >= timestamp:
+                header = segment.find_timestamp(timestamp)
+                if header is not None:
+                    if header.base_offset >= self.visible_end_offset():
+                        return None
+                    return header.base_offset, header.max_timestamp
+        return None
+
+    # --- flushing ---------------------------------------------------------------
+
+    def needs_flush(self, now_ms: int) -> bool:
+        """The flush policy: ``flush.messages`` messages or data older than
+        ``flush.ms`` not yet on disk. (Rolled segments are due regardless:
+        see :attr:`rolled_unflushed`.)"""
+        config = self.config
+        first = self._first_unflushed_ms
+        return self._unflushed_messages >= config.flush_messages or (
+            first is not None and now_ms - first >= config.flush_ms
+        )
+
+    @property
+    def rolled_unflushed(self) -> bool:
+        """A segment was rolled since the last flush: flush in the background."""
+        return self._rolled_unflushed
+
+    def flush(self) -> None:
+        """fsyncs every segment written since the last flush (data and
+        indexes) and the directory, then advances the recovery point to the
+        log end as of the start. Safe in a worker thread (see the module doc);
+        a no-op on a closed log."""
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                segments = self._segments
+                end = segments[-1].next_offset
+                truncations = self._truncations
+                messages, self._unflushed_messages = self._unflushed_messages, 0
+                first, self._first_unflushed_ms = self._first_unflushed_ms, None
+                rolled, self._rolled_unflushed = self._rolled_unflushed, False
+                sync_dir, self._dir_dirty = self._dir_dirty, False
+            pinned = [s for s in segments if s.dirty and s.try_pin()]
+            # Cleared before the fsync: a write racing it sets the flag again.
+            for segment in pinned:
+                segment.dirty = False
+            done = False
+            try:
+                for segment in pinned:
+                    segment.fsync()
+                if sync_dir:
+                    fsync_dir(self._dir)
+                done = True
+            except OSError:
+                if not self._closed:
+                    raise
+            finally:
+                for segment in pinned:
+                    if not done:
+                        segment.dirty = True
+                    segment.unpin()
+                with self._lock:
+                    if done and self._truncations == truncations:
+                        self._recovery_point = max(self._recovery_point, min(end, self.log_end_offset))
+                    elif not done:
+                        self._unflushed_messages += messages
+                        if first is not None and self._first_unflushed_ms is None:
+                            self._first_unflushed_ms = first
+                        self._rolled_unflushed |= rolled
+                        self._dir_dirty |= sync_dir
+
+    # --- retention --------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Deletes the oldest segments while their largest timestamp is older
+        than ``retention.ms``, then while the log stays at least
+        ``retention.bytes`` without them (Kafka's rule); never the active
+        segment, never beyond the visible end. Returns how many went."""
+        self._check_open()
+        config = self.config
+        if not config.deletes_old_segments:
+            return 0
+        segments = self._segments
+        candidates = segments[:-1]
+        visible = self.visible_end_offset()
+        doomed = 0
+        if config.retention_ms >= 0:
+            while (
+                doomed < len(candidates)
+                and candidates[doomed].next_offset <= visible
+                and now_ms - candidates[doomed].largest_timestamp() > config.retention_ms
+            ):
+                doomed += 1
+        if config.retention_bytes >= 0:
+            excess = sum(s.size for s in segments[doomed:]) - config.retention_bytes
+            while (
+                doomed < len(candidates)
+                and candidates[doomed].next_offset <= visible
+                and excess - candidates[doomed].size >= 0
+            ):
+                excess -= candidates[doomed].size
+                doomed += 1
+        if not doomed:
+            return 0
+        with self._lock:
+            self._segments = segments[doomed:]
+            self._bases = self._bases[doomed:]
+        for segment in segments[:doomed]:
+            segment.delete_files()
+        self._producers.truncate_head(self.log_start_offset)
+        return doomed
+
+    def expire_producers(self, now_ms: int) -> int:
+        return self._producers.expire(now_ms, self.config.producer_id_expiration_ms)
+
+    # --- truncation and lifetime -----------------------------------------------
+
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> None:
+        """Removes every batch from ``offset`` on; ``offset`` must be a batch
+        boundary (a batch's base offset or the log end). For a follower that
+        diverged from its leader."""
+        self._check_open()
+        segments = self._segments
+        if offset >= segments[-1].next_offset:
+            return
+        if offset < segments[0].base_offset:
+            raise OffsetOutOfRangeError(offset, segments[0].base_offset, segments[-1].next_offset)
+        i = bisect_right(self._bases, offset) - 1
+        if offset == segments[i].base_offset and i > 0:
+            i -= 1  # the whole segment goes; the one before becomes active
+        elif not segments[i].is_batch_boundary(offset):
+            raise ValueError(f"offset {offset} is not a batch boundary")
+        keep, doomed = segments[: i + 1], segments[i + 1 :]
+        with self._lock:
+            self._segments = keep
+            self._bases = self._bases[: i + 1]
+            self._truncations += 1
+            self._recovery_point = min(self._recovery_point, offset)
+            self._dir_dirty = True
+        for segment in doomed:
+            segment.delete_files()
+        active = keep[-1]
+        active.truncate_to(offset)
+        active.activate()
+        self._producers = _rebuild_producer_state(keep, _now_ms() if now_ms is None else now_ms)
+
+    def close(self) -> None:
+        """Flushes, saves the producer state for the next open, closes the
+        files (those pinned by reads close when released)."""
+        if self._closed:
+            return
+        self.flush()
+        atomic_write(self._dir / PRODUCER_STATE_FILE, self._producers.to_bytes(self.log_end_offset))
+        with self._lock:
+            self._closed = True
+        for segment in self._segments:
+            segment.retire()
+
+    def delete(self) -> None:
+        """Removes the log and its directory (topic deletion). Pinned regions
+        stay readable until released."""
+        with self._lock:
+            self._closed = True
+        for segment in self._segments:
+            segment.delete_files()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({str(self._dir)!r}, [{self.log_start_offset}, {self.log_end_offset}))"
+
+
+def _pin(segment: Segment) -> None:
+    if not segment.try_pin():
+        raise LogClosedError(f"{segment.log_path} was closed during a read")
+
+
+def _validate(buf: bytearray, max_message_bytes: int) -> list[tuple[int, BatchHeader]]:
+    """(position, header) of each batch, all checked before any is written."""
+    batches: list[tuple[int, BatchHeader]] = []
+    pos = 0
+    while pos < len(buf):
+        header = parse_batch_header(buf, pos)
+        if pos + header.size > len(buf):
+            raise CorruptRecordError(f"record batch at {pos} is truncated: {len(buf) - pos} of {header.size} bytes")
+        # Before the CRC: no point checksumming a batch refused for its size.
+        if header.size > max_message_bytes:
+            raise RecordTooLargeError(header.size, max_message_bytes)
+        verify_crc(buf, pos, header)
+        if header.is_control:
+            raise InvalidRecordError("clients may not write control batches")
+        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+            raise InvalidRecordError(
+                f"batch holds {header.record_count} records but spans {header.last_offset_delta + 1} offsets"
+            )
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
+        batches.append((pos, header))
+        pos += header.size
+    if not batches:
+        raise InvalidRecordError("no record batches to append")
+    return batches
+
+
+def _stamp_log_append_time(buf: bytearray, pos: int, header: BatchHeader, now_ms: int) -> BatchHeader:
+    attributes = header.attributes | TIMESTAMP_TYPE_BIT
+    _ATTRIBUTES.pack_into(buf, pos + _ATTRIBUTES_AT, attributes)
+    _MAX_TIMESTAMP.pack_into(buf, pos + _MAX_TIMESTAMP_AT, now_ms)
+    crc = rewrite_crc(buf, pos)
+    return header._replace(attributes=attributes, max_timestamp=now_ms, crc=crc)
+
+
+def _discover(path: Path) -> list[int]:
+    """Base offsets of the segments in ``path``; removes index files without
+    a segment and temporary files a crash left."""
+    bases: set[int] = set()
+    indexes: list[tuple[int, str]] = []
+    for entry in os.scandir(path):
+        name = entry.name
+        if name.endswith(".tmp"):
+            unlink_quietly(entry.path)
+            continue
+        base = parse_segment_file_name(name, LOG_SUFFIX)
+        if base is not None:
+            bases.add(base)
+            continue
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            base = parse_segment_file_name(name, suffix)
+            if base is not None:
+                indexes.append((base, entry.path))
+    for base, index_path in indexes:
+        if base not in bases:
+            unlink_quietly(index_path)
+    return sorted(bases)
+
+
+def _load_producer_state(path: Path, log_end: int, now_ms: int) -> ProducerStateManager | None:
+    """The state a clean close saved, if it matches the log; the file is
+    removed either way, so a later crash never reads a stale one."""
+    snapshot = path / PRODUCER_STATE_FILE
+    try:
+        data = snapshot.read_bytes()
+    except FileNotFoundError:
+        return None
+    state: ProducerStateManager | None = None
+    try:
+        offset, loaded = ProducerStateManager.from_bytes(data, now_ms)
+    except ValueError as exc:
+        log.warning("%s: ignoring producer state snapshot: %s", path, exc)
+    else:
+        if offset == log_end:
+            state = loaded
+    snapshot.unlink()
+    fsync_dir(path)
+    return state
+
+
+def _rebuild_producer_state(segments: Sequence[Segment], now_ms: int) -> ProducerStateManager:
+    state = ProducerStateManager()
+    for segment in segments[-PRODUCER_STATE_SEGMENTS:]:
+        try:
+            for header in segment.iter_headers():
+                state.record(header, now_ms)
+        except CorruptRecordError as exc:
+            # Only a trusted segment can be corrupt here; reads will hit it too.
+            log.warning("%s: corrupt batch while rebuilding producer state: %s", segment.log_path, exc)
+    return state

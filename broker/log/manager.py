@@ -1,0 +1,196 @@
+"""All partition logs of one data directory.
+
+The data directory holds one ``<topic>-<partition>/`` directory per log, Kafka's
+``recovery-point-offset-checkpoint`` and, between a clean shutdown and the next
+start, the ``.kafka_cleanshutdown`` marker that lets that start skip recovery.
+
+The broker drives it: :meth:`LogManager.flush_due` says which logs to flush
+(it runs ``log.flush`` in a worker thread), :meth:`checkpoint_recovery_points`
+records how far each log is on disk, :meth:`apply_retention` deletes old
+segments. Like the logs, the manager belongs to one thread; the constructor
+and :meth:`close` may run in a worker thread while nothing else uses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from .checkpoint import RECOVERY_POINT_CHECKPOINT, read_checkpoint, write_checkpoint
+from .config import LogConfig
+from .files import OPEN_FLAGS, fsync_dir
+from .log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+# Kafka's legal topic names; anything else in the data directory is not a log.
+_PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]{1,249})-(0|[1-9][0-9]{0,9})$")
+
+TopicOverrides = Mapping[str, str | int]
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> TopicPartition | None:
+    match = _PARTITION_DIR.match(name)
+    return TopicPartition(match.group(1), int(match.group(2))) if match else None
+
+
+class LogManager:
+    """Opens every log in ``data_dir`` (recovering them after a crash)."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        config: LogConfig,
+        *,
+        topic_configs: Mapping[str, TopicOverrides] | None = None,
+        now_ms: int | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.default_config = config
+        self._topic_overrides: dict[str, TopicOverrides] = dict(topic_configs or {})
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._last_checkpoint: dict[tuple[str, int], int] | None = None
+        self._closed = False
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+
+        marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        checkpoint_path = self.data_dir / RECOVERY_POINT_CHECKPOINT
+        try:
+            recovery_points = read_checkpoint(checkpoint_path)
+        except (ValueError, UnicodeDecodeError) as exc:
+            # Recovering every segment is slow but safe.
+            log.warning("%s is unreadable (%s): recovering every log from its start", checkpoint_path, exc)
+            recovery_points = {}
+        try:
+            for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
+                tp = parse_partition_dir_name(entry.name)
+                if tp is None or not entry.is_dir():
+                    continue
+                self._logs[tp] = PartitionLog.open(
+                    entry.path,
+                    self._config_for(tp.topic),
+                    recovery_points.get(tp, 0),
+                    clean_shutdown=clean,
+                    now_ms=now_ms,
+                )
+        except BaseException:
+            for partition_log in self._logs.values():
+                partition_log.close()
+            raise
+        if clean:
+            # From here on a crash must not pass for a clean shutdown.
+            marker.unlink()
+            fsync_dir(self.data_dir)
+        log.info("opened %d logs in %s (%s start)", len(self._logs), self.data_dir, "clean" if clean else "recovered")
+
+    def _config_for(self, topic: str) -> LogConfig:
+        overrides = self._topic_overrides.get(topic)
+        return self.default_config.with_overrides(overrides) if overrides else self.default_config
+
+    # --- partitions -------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get(TopicPartition(topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, overrides: TopicOverrides | None = None) -> PartitionLog:
+        """The log, created if new. ``overrides`` (Kafka names, as the topic's
+        config in ZooKeeper) replace the topic's previous ones when given."""
+        tp = TopicPartition(topic, partition)
+        if parse_partition_dir_name(partition_dir_name(topic, partition)) != tp:
+            raise ValueError(f"illegal topic name or partition: {topic!r} {partition}")
+        if overrides is not None and self._topic_overrides.get(topic) != overrides:
+            self._topic_overrides[topic] = dict(overrides)
+            config = self._config_for(topic)
+            for other, partition_log in self._logs.items():
+                if other.topic == topic:
+                    partition_log.config = config
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        created = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition), self._config_for(topic))
+        fsync_dir(self.data_dir)
+        self._logs[tp] = created
+        return created
+
+    def delete_partition(self, topic: str, partition: int) -> bool:
+        """Deletes the log and its directory; False if there was none."""
+        partition_log = self._logs.pop(TopicPartition(topic, partition), None)
+        if partition_log is None:
+            return False
+        partition_log.delete()
+        fsync_dir(self.data_dir)
+        return True
+
+    def partitions(self) -> list[TopicPartition]:
+        return list(self._logs)
+
+    def all_logs(self) -> dict[TopicPartition, PartitionLog]:
+        return dict(self._logs)
+
+    # --- periodic work ------------------------------------------------------------
+
+    def flush_due(self, now_ms: int) -> list[PartitionLog]:
+        """The logs to flush now: their flush policy says so, or they rolled a
+        segment since their last flush. Run ``log.flush`` in a worker thread."""
+        return [
+            partition_log
+            for partition_log in self._logs.values()
+            if partition_log.rolled_unflushed or partition_log.needs_flush(now_ms)
+        ]
+
+    def recovery_points(self) -> dict[tuple[str, int], int]:
+        return {tp: partition_log.recovery_point for tp, partition_log in self._logs.items()}
+
+    def checkpoint_recovery_points(self) -> bool:
+        """Writes the recovery-point checkpoint if it changed since the last
+        write (two fsyncs); returns whether it wrote."""
+        points = self.recovery_points()
+        if points == self._last_checkpoint:
+            return False
+        write_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT, points)
+        self._last_checkpoint = points
+        return True
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Deletes old segments of every log and forgets idle producers;
+        returns how many segments went."""
+        deleted = 0
+        for partition_log in list(self._logs.values()):
+            deleted += partition_log.delete_old_segments(now_ms)
+            partition_log.expire_producers(now_ms)
+        return deleted
+
+    def close(self) -> None:
+        """Flushes and closes every log, checkpoints, and marks the shutdown
+        clean. A log that fails to close leaves the marker unwritten, so the
+        next start recovers."""
+        if self._closed:
+            return
+        self._closed = True
+        failed = False
+        for tp, partition_log in self._logs.items():
+            try:
+                partition_log.close()
+            except OSError:
+                log.exception("closing log %s-%d failed", tp.topic, tp.partition)
+                failed = True
+        self.checkpoint_recovery_points()
+        if not failed:
+            fd = os.open(self.data_dir / CLEAN_SHUTDOWN_MARKER, os.O_WRONLY | os.O_CREAT | OPEN_FLAGS, 0o644)
+            os.close(fd)
+            fsync_dir(self.data_dir)

@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from broker.log.checkpoint import (
+    RECOVERY_POINT_CHECKPOINT,
+    format_checkpoint,
+    parse_checkpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
+from broker.log.config import LogConfig
+from broker.log.manager import CLEAN_SHUTDOWN_MARKER, LogManager, TopicPartition, parse_partition_dir_name
+from broker.log.segment import Segment
+
+from .helpers import NOW, T0, batch, read_all, values
+
+DAY = 24 * 3600 * 1000
+
+
+def test_checkpoint_file_is_kafkas_format(tmp_path: Path) -> None:
+    offsets = {("b-c.d", 12): 7, ("a", 0): 5}
+    assert format_checkpoint(offsets) == b"0\n2\na 0 5\nb-c.d 12 7\n"
+    path = tmp_path / RECOVERY_POINT_CHECKPOINT
+    write_checkpoint(path, offsets)
+    assert read_checkpoint(path) == offsets
+    assert not (tmp_path / (RECOVERY_POINT_CHECKPOINT + ".tmp")).exists()
+    assert read_checkpoint(tmp_path / "missing") == {}
+    assert parse_checkpoint(b"0\n0\n") == {}
+    for bad in (b"", b"1\n0\n", b"0\n2\na 0 5\n", b"0\n1\na 0\n", b"0\n1\na x 5\n"):
+        with pytest.raises(ValueError):
+            parse_checkpoint(bad)
+
+
+def test_partition_directory_names() -> None:
+    assert parse_partition_dir_name("my-topic-12") == TopicPartition("my-topic", 12)
+    assert parse_partition_dir_name("__consumer_offsets-0") == TopicPartition("__consumer_offsets", 0)
+    for name in ("topic", "topic-", "topic-01", "-3", "bad topic-1", "t-1.tmp"):
+        assert parse_partition_dir_name(name) is None
+
+
+def test_logs_survive_a_clean_restart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager(tmp_path, LogConfig(), now_ms=NOW)
+    for topic, partition in [("orders", 0), ("orders", 1), ("east.page-views", 7)]:
+        log = manager.get_or_create(topic, partition)
+        log.append(batch(partition + 1, tag=partition), 0, NOW)
+    (tmp_path / "lost+found").mkdir()
+    (tmp_path / "meta.properties").write_text("broker.id=1\n")
+    manager.close()
+    assert (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
+    assert read_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {
+        ("orders", 0): 1,
+        ("orders", 1): 2,
+        ("east.page-views", 7): 8,
+    }
+    monkeypatch.setattr(Segment, "recover", lambda self, interval: pytest.fail("recovered after a clean shutdown"))
+    reopened = LogManager(tmp_path, LogConfig(), now_ms=NOW)
+    assert not (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
+    assert sorted(reopened.partitions()) == [("east.page-views", 7), ("orders", 0), ("orders", 1)]
+    views = reopened.get("east.page-views", 7)
+    assert views is not None
+    assert values(read_all(views))[-1] == (7, b"00007:007:value")
+    reopened.close()
+
+
+def test_after_a_crash_logs_recover_from_their_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = LogManager(tmp_path, LogConfig(segment_bytes=500), now_ms=NOW)
+    log = manager.get_or_create("t", 0)
+    for i in range(20):
+        log.append(batch(2, tag=i), 0, NOW)
+    for due in manager.flush_due(NOW):
+        due.flush()
+    assert manager.checkpoint_recovery_points()
+    assert not manager.checkpoint_recovery_points()  # unchanged: not rewritten
+    assert log.recovery_point == 40
+    log.append(batch(2), 0, NOW)  # rolls: segment 40 holds what the checkpoint does not cover
+    bases = [s.base_offset for s in log.segments]
+    assert bases[-2:] == [32, 40]
+    for segment in log.segments:  # the process dies
+        segment.retire()
+    recovered: list[int] = []
+    original = Segment.recover
+
+    def spy(self: Segment, interval: int) -> int:
+        recovered.append(self.base_offset)
+        return original(self, interval)
+
+    monkeypatch.setattr(Segment, "recover", spy)
+    reopened = LogManager(tmp_path, LogConfig(segment_bytes=500), now_ms=NOW)
+    assert recovered == [bases[-1]]
+    plog = reopened.get("t", 0)
+    assert plog is not None and plog.log_end_offset == 42
+    reopened.close()
+
+
+def test_topic_overrides_apply_to_new_and_existing_logs(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, LogConfig(), now_ms=NOW)
+    first = manager.get_or_create("t", 0, {"retention.ms": "1000"})
+    assert first.config.retention_ms == 1000
+    second = manager.get_or_create("t", 1)
+    assert second.config.retention_ms == 1000
+    manager.get_or_create("t", 0, {"retention.ms": "2000", "segment.bytes": "4096"})
+    assert (first.config.retention_ms, second.config.segment_bytes) == (2000, 4096)
+    assert manager.get_or_create("other", 0).config == LogConfig()
+    with pytest.raises(ValueError):
+        manager.get_or_create("bad topic", 0)
+    manager.close()
+    reopened = LogManager(tmp_path, LogConfig(), topic_configs={"t": {"retention.ms": "5"}}, now_ms=NOW)
+    log = reopened.get("t", 1)
+    assert log is not None and log.config.retention_ms == 5
+    reopened.close()
+
+
+def test_delete_partition_removes_its_directory(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, LogConfig(), now_ms=NOW)
+    manager.get_or_create("t", 0).append(batch(1), 0, NOW)
+    assert manager.delete_partition("t", 0)
+    assert not manager.delete_partition("t", 0)
+    assert not (tmp_path / "t-0").exists()
+    assert manager.partitions() == []
+    assert manager.all_logs() == {}
+    manager.close()
+    assert read_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {}
+
+
+def test_flush_due_and_retention_across_logs(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, LogConfig(flush_messages=3, retention_ms=DAY, segment_ms=DAY // 2), now_ms=NOW)
+    busy = manager.get_or_create("busy", 0)
+    quiet = manager.get_or_create("quiet", 0)
+    busy.append(batch(3), 0, NOW)
+    quiet.append(batch(1), 0, NOW)
+    assert manager.flush_due(NOW) == [busy]
+    for day in range(3):
+        quiet.append(batch(1, timestamp=T0 + day * DAY), 0, NOW)
+    assert quiet in manager.flush_due(NOW)  # rolled segments are flushed whatever the policy
+    assert manager.apply_retention(T0 + 2 * DAY + 10) == 2
+    assert quiet.log_start_offset == 3
+    assert set(manager.all_logs()) == {("busy", 0), ("quiet", 0)}
+    manager.close()
+
+
+def test_a_damaged_checkpoint_means_full_recovery(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, LogConfig(), now_ms=NOW)
+    manager.get_or_create("t", 0).append(batch(1), 0, NOW)
+    manager.close()
+    os.unlink(tmp_path / CLEAN_SHUTDOWN_MARKER)
+    (tmp_path / RECOVERY_POINT_CHECKPOINT).write_bytes(b"garbage\n")
+    reopened = LogManager(tmp_path, LogConfig(), now_ms=NOW)
+    log = reopened.get("t", 0)
+    assert log is not None and log.log_end_offset == 1
+    reopened.close()

@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from broker.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from broker.log.log import PRODUCER_STATE_FILE, PartitionLog
+from broker.log.producer_state import ProducerStateManager
+from protocol.compression import Compression
+from protocol.records import parse_batch_header
+
+from .helpers import NOW, batch, crash, open_log, read_all
+
+PID = 4242
+
+
+def _produce(log: PartitionLog, sequence: int, count: int = 2, epoch: int = 0, pid: int = PID) -> tuple[int, bool]:
+    result = log.append(batch(count, producer_id=pid, epoch=epoch, sequence=sequence, tag=sequence), 0, NOW)
+    return result.base_offset, result.duplicate
+
+
+def test_a_retried_batch_gets_its_original_offsets_and_is_not_stored_again(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    assert _produce(log, 0) == (0, False)
+    assert _produce(log, 2) == (2, False)
+    size, end = log.size_in_bytes, log.log_end_offset
+    retry = log.append(batch(2, producer_id=PID, epoch=0, sequence=0, tag=0, compression=Compression.ZSTD), 0, NOW)
+    assert (retry.base_offset, retry.last_offset, retry.record_count, retry.duplicate) == (0, 1, 2, True)
+    assert (log.size_in_bytes, log.log_end_offset) == (size, end)
+    log.close()
+
+
+def test_only_the_last_five_batches_are_remembered(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    for i in range(6):
+        _produce(log, 2 * i)
+    for i in range(1, 6):
+        assert _produce(log, 2 * i) == (2 * i, True)
+    with pytest.raises(OutOfOrderSequenceError):
+        _produce(log, 0)
+    log.close()
+
+
+def test_sequences_must_follow_on(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    _produce(log, 0)
+    with pytest.raises(OutOfOrderSequenceError):
+        _produce(log, 3)  # 2 is missing
+    with pytest.raises(OutOfOrderSequenceError):
+        _produce(log, 1)  # overlaps the last batch without being it
+    assert log.log_end_offset == 2
+    assert _produce(log, 2) == (2, False)
+    log.close()
+
+
+def test_epochs_fence_and_restart_sequences(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    _produce(log, 0, epoch=3)
+    with pytest.raises(InvalidProducerEpochError):
+        _produce(log, 2, epoch=2)
+    with pytest.raises(OutOfOrderSequenceError):
+        _produce(log, 5, epoch=4)  # a new epoch starts at 0
+    assert _produce(log, 0, epoch=4) == (2, False)
+    with pytest.raises(InvalidProducerEpochError):
+        _produce(log, 2, epoch=3)
+    log.close()
+
+
+def test_an_unknown_producer_is_accepted_at_any_sequence(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    assert _produce(log, 1000) == (0, False)
+    assert _produce(log, 1002) == (2, False)
+    log.close()
+
+
+def test_several_batches_of_one_producer_in_one_append(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    ok = batch(2, producer_id=PID, epoch=0, sequence=0) + batch(3, producer_id=PID, epoch=0, sequence=2)
+    assert log.append(ok, 0, NOW).last_offset == 4
+    gap = batch(1, producer_id=PID, epoch=0, sequence=5) + batch(1, producer_id=PID, epoch=0, sequence=7)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append(gap, 0, NOW)
+    assert log.log_end_offset == 5
+    log.close()
+
+
+def test_sequences_wrap_after_int32_max(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    _produce(log, 2**31 - 2, count=2)  # sequences 2**31-2 and 2**31-1
+    assert _produce(log, 0) == (2, False)
+    log.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_producer_state_survives_a_restart(tmp_path: Path, clean: bool) -> None:
+    path = tmp_path / "t-0"
+    log = open_log(path, segment_bytes=400)
+    for i in range(12):
+        _produce(log, 2 * i)
+        _produce(log, 2 * i, pid=PID + 1)
+    assert len(log.segments) > 3
+    end = log.log_end_offset
+    if clean:
+        log.close()
+        assert (path / PRODUCER_STATE_FILE).exists()
+    else:
+        crash(log)
+    reopened = open_log(path, end, clean=clean, segment_bytes=400)
+    assert not (path / PRODUCER_STATE_FILE).exists()  # a later crash must not read it
+    assert _produce(reopened, 22) == (end - 4, True)
+    assert _produce(reopened, 22, pid=PID + 1) == (end - 2, True)
+    with pytest.raises(OutOfOrderSequenceError):
+        _produce(reopened, 30)
+    assert _produce(reopened, 24) == (end, False)
+    reopened.close()
+
+
+def test_a_stale_snapshot_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = open_log(path)
+    _produce(log, 0)
+    log.close()
+    snapshot = (path / PRODUCER_STATE_FILE).read_bytes()
+    log = open_log(path, clean=True)
+    _produce(log, 2)
+    crash(log)
+    (path / PRODUCER_STATE_FILE).write_bytes(snapshot)  # as of offset 2; the log now ends at 4
+    reopened = open_log(path)
+    assert _produce(reopened, 2) == (2, True)  # rebuilt from the headers instead
+    reopened.close()
+
+
+def test_idle_producers_expire(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", producer_id_expiration_ms=1000)
+    _produce(log, 0)
+    assert log.expire_producers(NOW + 999) == 0
+    assert log.expire_producers(NOW + 1000) == 1
+    assert _produce(log, 0) == (2, False)  # no longer known: appended again
+    log.close()
+
+
+def test_snapshot_round_trip_and_damage() -> None:
+    state = ProducerStateManager()
+    headers = []
+    for i in range(8):
+        data = batch(2, producer_id=i % 3, epoch=1, sequence=2 * (i // 3))
+        headers.append(parse_batch_header(data)._replace(base_offset=10 * i))
+    for header in headers:
+        state.record(header, NOW)
+    blob = state.to_bytes(99)
+    offset, loaded = ProducerStateManager.from_bytes(blob, NOW)
+    assert offset == 99
+    assert {pid: (e.epoch, list(e.batches)) for pid, e in loaded} == {
+        pid: (e.epoch, list(e.batches)) for pid, e in state
+    }
+    for damaged in (blob[:-1], blob[:6] + bytes([blob[6] ^ 1]) + blob[7:], b"", blob + b"\x00"):
+        with pytest.raises(ValueError):
+            ProducerStateManager.from_bytes(damaged, NOW)
+
+
+def test_non_idempotent_batches_leave_no_state(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append(batch(2), 0, NOW)
+    log.append(batch(2), 0, NOW)
+    assert len(log.producer_state) == 0
+    assert len(read_all(log)) == log.size_in_bytes
+    log.close()
+    assert os.path.getsize(tmp_path / "t-0" / PRODUCER_STATE_FILE) > 0
