@@ -1,0 +1,401 @@
+"""The controller: one broker, elected through the ephemeral `/controller` node, that owns changes
+to topic layout and leadership.
+
+Election is one ZooKeeper transaction that creates `/controller` and bumps `/controller_epoch`; the
+winner remembers the epoch node's version, and every write it makes later carries a check of that
+version in the same transaction. A controller that lost its session or was replaced therefore
+cannot overwrite its successor's decisions, even if it has not noticed yet ("fencing").
+
+Its duties:
+- topic creation requests (`/admin/create_topics/<t>`): spread partitions over the live brokers
+  and write the topic, its partition states and config, and remove the request, all atomically;
+- topic deletion requests (`/admin/delete_topics/<t>`): remove every node of the topic and the
+  request, atomically;
+- leadership: whenever the set of live brokers changes, a partition whose leader died goes to the
+  first live replica of its ISR, or to -1 when there is none; a new live leader bumps the epoch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+import trio
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from broker.cluster import zk_paths
+from broker.cluster.model import NO_LEADER, ClusterSnapshot
+from broker.cluster.session import (
+    CONNECTION_ERRORS,
+    ChangeNotifier,
+    Check,
+    Create,
+    Delete,
+    Op,
+    SetData,
+    TransactionFailedError,
+    ZkSession,
+)
+from broker.cluster.znodes import (
+    CreateTopicRequest,
+    LeaderAndIsr,
+    decode_controller_epoch,
+    decode_create_request,
+    decode_partition_state,
+    encode_config,
+    encode_controller,
+    encode_controller_epoch,
+    encode_partition_state,
+    encode_topic,
+)
+
+logger = logging.getLogger(__name__)
+
+# Bounds a transaction's size well below ZooKeeper's 1 MB request limit.
+MAX_OPS_PER_TRANSACTION = 500
+# Backoff before retrying work that raced with another writer (not a correctness timer).
+RETRY_DELAY = 0.2
+ELECTION_RETRY = 1.0
+
+
+def assign_replicas(
+    broker_ids: Collection[int], partitions: int, replication_factor: int, start: int
+) -> dict[int, tuple[int, ...]]:
+    """Round-robin replica lists: partition p starts at broker (start + p), followers follow it.
+
+    With n brokers every broker leads either floor(P/n) or ceil(P/n) partitions, and the replicas
+    of one partition are distinct as long as replication_factor <= n.
+    """
+    ordered = sorted(broker_ids)
+    count = len(ordered)
+    if not 1 <= replication_factor <= count:
+        raise ValueError(f"replication factor {replication_factor} needs 1..{count} brokers")
+    return {
+        partition: tuple(ordered[(start + partition + replica) % count] for replica in range(replication_factor))
+        for partition in range(partitions)
+    }
+
+
+def elect_leader(
+    current: LeaderAndIsr, replicas: Sequence[int], live: Collection[int], controller_epoch: int
+) -> LeaderAndIsr | None:
+    """The partition's next state given the live brokers, or None when it should not change.
+
+    A live leader stays. Otherwise the first live replica (in replica order) that is in the ISR
+    leads, with the epoch bumped and dead replicas dropped from the ISR; the ISR never becomes
+    empty, so with one replica the partition waits at leader -1 (same epoch) for that broker.
+    """
+    if current.leader != NO_LEADER and current.leader in live:
+        return None
+    candidates = [broker for broker in replicas if broker in current.isr and broker in live]
+    if not candidates:
+        if current.leader == NO_LEADER:
+            return None
+        return LeaderAndIsr(NO_LEADER, current.leader_epoch, current.isr, controller_epoch)
+    leader = candidates[0]
+    isr = tuple(broker for broker in current.isr if broker in live)
+    return LeaderAndIsr(leader, current.leader_epoch + 1, isr, controller_epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerEpoch:
+    epoch: int
+    # Version of /controller_epoch after our election: the fencing token checked by every write.
+    zk_version: int
+
+
+class _Fenced(Exception):
+    """A newer controller exists: this one must stop writing."""
+
+
+class Controller:
+    """Runs in every broker; acts only while this broker holds `/controller`."""
+
+    def __init__(
+        self,
+        session: ZkSession,
+        *,
+        broker_id: int,
+        snapshot: Callable[[], ClusterSnapshot],
+        registered: Callable[[], bool],
+        notifier: ChangeNotifier,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._session = session
+        self._broker_id = broker_id
+        self._snapshot = snapshot
+        self._registered = registered
+        self._notifier = notifier
+        self._rng = rng or random.Random()
+        self._admin_dirty = False
+        self._admin_watch = session.watcher(self._on_admin_change)
+        self.epoch: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.epoch is not None
+
+    def _on_admin_change(self, _path: str) -> None:
+        self._admin_dirty = True
+        self._notifier.notify()
+
+    async def run(self) -> None:
+        session = self._session
+        while True:
+            await self._notifier.wait_until(
+                lambda: session.connected and self._registered() and self._snapshot().controller_id is None
+            )
+            generation = session.generation
+            seen = self._snapshot().version
+            state_version = session.state_version
+            try:
+                epoch = await self._elect()
+            except CONNECTION_ERRORS:
+                await session.wait_state_change(state_version)
+                continue
+            if epoch is None:
+
+                def moved_on(seen: int = seen, generation: int = generation) -> bool:
+                    return self._snapshot().version != seen or session.generation != generation
+
+                # Someone else won: our snapshot catches up through the /controller watch.
+                with trio.move_on_after(ELECTION_RETRY):
+                    await self._notifier.wait_until(moved_on)
+                continue
+            logger.info("broker %d is the controller (epoch %d)", self._broker_id, epoch.epoch)
+            self.epoch = epoch.epoch
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._step_down_when_deposed, generation, nursery.cancel_scope)
+                    await self._serve(epoch)
+                    nursery.cancel_scope.cancel()
+            finally:
+                self.epoch = None
+            logger.info("broker %d is no longer the controller", self._broker_id)
+
+    async def _elect(self) -> ControllerEpoch | None:
+        session = self._session
+        for _ in range(10):
+            current = await session.get_or_none(zk_paths.CONTROLLER_EPOCH)
+            epoch_op: Op
+            if current is None:
+                epoch = 1
+                epoch_op = Create(zk_paths.CONTROLLER_EPOCH, encode_controller_epoch(epoch))
+            else:
+                epoch = decode_controller_epoch(current[0]) + 1
+                epoch_op = SetData(zk_paths.CONTROLLER_EPOCH, encode_controller_epoch(epoch), current[1].version)
+            claim = Create(zk_paths.CONTROLLER, encode_controller(self._broker_id), ephemeral=True)
+            try:
+                results = await session.commit([claim, epoch_op])
+            except TransactionFailedError as exc:
+                if exc.index == 0:
+                    return None
+                continue  # another candidate bumped the epoch between our read and write
+            zk_version = 0 if current is None else int(results[1].version)
+            return ControllerEpoch(epoch, zk_version)
+        return None
+
+    async def _step_down_when_deposed(self, generation: int, scope: trio.CancelScope) -> None:
+        session = self._session
+        await self._notifier.wait_until(
+            lambda: session.generation != generation or self._snapshot().controller_id not in (None, self._broker_id)
+        )
+        scope.cancel()
+
+    async def _serve(self, epoch: ControllerEpoch) -> None:
+        session = self._session
+        repair = False
+        while True:
+            seen = self._snapshot().version
+            state_version = session.state_version
+            connection = session.connection_count
+            self._admin_dirty = False
+            try:
+                if repair:
+                    await session.ensure_path(zk_paths.ADMIN_CREATE_TOPICS)
+                    await session.ensure_path(zk_paths.ADMIN_DELETE_TOPICS)
+                    repair = False
+                deletions = await session.children(zk_paths.ADMIN_DELETE_TOPICS, watch=self._admin_watch)
+                creations = await session.children(zk_paths.ADMIN_CREATE_TOPICS, watch=self._admin_watch)
+                clean = True
+                for name in sorted(deletions):
+                    clean &= await self._delete_topic(epoch, name)
+                for name in sorted(creations):
+                    clean &= await self._create_topic(epoch, name)
+                clean &= await self._reconcile_leaders(epoch)
+            except _Fenced:
+                logger.warning("controller epoch %d was superseded", epoch.epoch)
+                return
+            except NoNodeError:
+                # An /admin path was removed by hand: recreate it and look again.
+                repair = True
+                continue
+            except CONNECTION_ERRORS:
+                await session.wait_state_change(state_version)
+                continue
+
+            def changed(seen: int = seen, connection: int = connection) -> bool:
+                # kazoo forgets watches on disconnection: after reconnecting, look (and watch) again.
+                return self._admin_dirty or self._snapshot().version != seen or session.connection_count != connection
+
+            if clean:
+                await self._notifier.wait_until(changed)
+            else:
+                with trio.move_on_after(RETRY_DELAY):
+                    await self._notifier.wait_until(changed)
+
+    async def _commit(self, epoch: ControllerEpoch, ops: Sequence[Op]) -> None:
+        try:
+            await self._session.commit([Check(zk_paths.CONTROLLER_EPOCH, epoch.zk_version), *ops])
+        except TransactionFailedError as exc:
+            if exc.index == 0:
+                raise _Fenced from exc
+            raise
+
+    async def _drop_request(self, path: str, version: int) -> None:
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            await self._session.delete(path, version=version)
+
+    async def _admissible_request(self, name: str) -> tuple[CreateTopicRequest, int] | None:
+        """The pending creation request for `name` and its znode version, if it should be acted on.
+
+        Requests that cannot be (malformed, topic exists, too few brokers) are removed, which tells
+        the waiting requester that it was refused.
+        """
+        session = self._session
+        request_path = zk_paths.create_request(name)
+        node = await session.get_or_none(request_path)
+        if node is None:
+            return None
+        data, stat = node
+        try:
+            request = decode_create_request(data)
+        except ValueError as exc:
+            logger.warning("dropping malformed create request for %r: %s", name, exc)
+            await self._drop_request(request_path, stat.version)
+            return None
+        if await session.exists(zk_paths.topic(name)) is not None:
+            await self._drop_request(request_path, stat.version)
+            return None
+        live = self._snapshot().live_broker_ids
+        if request.partitions < 1 or not 1 <= request.replication_factor <= len(live):
+            logger.warning(
+                "rejecting topic %r: %d partitions, replication factor %d, %d live brokers",
+                name,
+                request.partitions,
+                request.replication_factor,
+                len(live),
+            )
+            await self._drop_request(request_path, stat.version)
+            return None
+        return request, int(stat.version)
+
+    async def _create_topic(self, epoch: ControllerEpoch, name: str) -> bool:
+        session = self._session
+        admissible = await self._admissible_request(name)
+        if admissible is None:
+            return True
+        request, request_version = admissible
+        request_path = zk_paths.create_request(name)
+        live = sorted(self._snapshot().live_broker_ids)
+        start = self._rng.randrange(len(live))
+        assignment = assign_replicas(live, request.partitions, request.replication_factor, start)
+        config_exists = await session.exists(zk_paths.topic_config(name)) is not None
+        ops: list[Op] = [
+            Create(zk_paths.topic(name), encode_topic(request.topic_id, assignment)),
+            Create(zk_paths.partitions(name)),
+        ]
+        for index, replicas in assignment.items():
+            state = LeaderAndIsr(leader=replicas[0], leader_epoch=0, isr=replicas, controller_epoch=epoch.epoch)
+            ops.append(Create(zk_paths.partition(name, index)))
+            ops.append(Create(zk_paths.partition_state(name, index), encode_partition_state(state)))
+        config_path, config = zk_paths.topic_config(name), encode_config(request.config)
+        # A leftover config from a topic deleted by another tool is overwritten, not an obstacle.
+        ops.append(SetData(config_path, config) if config_exists else Create(config_path, config))
+        # Removing the request in the same transaction makes creation happen exactly once.
+        ops.append(Delete(request_path, request_version))
+        try:
+            await self._commit(epoch, ops)
+        except TransactionFailedError as exc:
+            if isinstance(exc.error, NodeExistsError) and exc.op == ops[0]:
+                await self._drop_request(request_path, request_version)
+                return True
+            logger.info("creating topic %r raced with another writer (%s); retrying", name, exc)
+            return False
+        logger.info("created topic %r with %d partitions", name, len(assignment))
+        return True
+
+    async def _delete_topic(self, epoch: ControllerEpoch, name: str) -> bool:
+        session = self._session
+        request_path = zk_paths.delete_request(name)
+        request = await session.get_or_none(request_path)
+        if request is None:
+            return True
+        topic = await session.get_or_none(zk_paths.topic(name))
+        if topic is None:
+            await self._drop_request(request_path, request[1].version)
+            return True
+        try:
+            indexes = await session.children(zk_paths.partitions(name))
+            partitions_exist = True
+        except NoNodeError:
+            indexes, partitions_exist = [], False
+        state_paths = [f"{zk_paths.partitions(name)}/{index}/state" for index in indexes]
+        states = await session.exists_many(state_paths)
+        ops: list[Op] = []
+        for index, state_path, state in zip(indexes, state_paths, states, strict=True):
+            if state is not None:
+                ops.append(Delete(state_path))
+            ops.append(Delete(f"{zk_paths.partitions(name)}/{index}"))
+        if partitions_exist:
+            ops.append(Delete(zk_paths.partitions(name)))
+        ops.append(Delete(zk_paths.topic(name), topic[1].version))
+        if await session.exists(zk_paths.topic_config(name)) is not None:
+            ops.append(Delete(zk_paths.topic_config(name)))
+        ops.append(Delete(request_path, request[1].version))
+        try:
+            await self._commit(epoch, ops)
+        except TransactionFailedError as exc:
+            logger.info("deleting topic %r raced with another writer (%s); retrying", name, exc)
+            return False
+        logger.info("deleted topic %r", name)
+        return True
+
+    async def _reconcile_leaders(self, epoch: ControllerEpoch) -> bool:
+        snapshot = self._snapshot()
+        live = snapshot.live_broker_ids
+        suspects: list[tuple[str, tuple[int, ...]]] = []
+        for topic in snapshot.topics.values():
+            for index, state in sorted(topic.partitions.items()):
+                seen = LeaderAndIsr(state.leader, state.leader_epoch, state.isr, epoch.epoch)
+                if elect_leader(seen, state.replicas, live, epoch.epoch) is not None:
+                    suspects.append((zk_paths.partition_state(topic.name, index), state.replicas))
+        if not suspects:
+            return True
+        # Decide on the nodes' current contents, not on the (possibly older) snapshot.
+        nodes = await self._session.get_many([path for path, _ in suspects])
+        ops: list[Op] = []
+        for (path, replicas), node in zip(suspects, nodes, strict=True):
+            if node is None:
+                continue  # the topic is being deleted
+            try:
+                current = decode_partition_state(node[0])
+            except ValueError as exc:
+                logger.warning("ignoring malformed partition state %s: %s", path, exc)
+                continue
+            decided = elect_leader(current, replicas, live, epoch.epoch)
+            if decided is not None:
+                ops.append(SetData(path, encode_partition_state(decided), node[1].version))
+        clean = True
+        for start in range(0, len(ops), MAX_OPS_PER_TRANSACTION):
+            try:
+                await self._commit(epoch, ops[start : start + MAX_OPS_PER_TRANSACTION])
+            except TransactionFailedError as exc:
+                logger.info("leader update raced with another writer (%s); retrying", exc)
+                clean = False
+        if ops:
+            logger.info("updated leadership of %d partitions (live brokers %s)", len(ops), sorted(live))
+        return clean

@@ -1,0 +1,112 @@
+"""Immutable views of the cluster, as the broker answers Metadata requests from them.
+
+A `ClusterSnapshot` is never changed once published: the registry builds a new one and swaps the
+reference, so a handler can read one consistent view without locks. Mappings are typed read-only;
+nobody may mutate them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    datacenter: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Leadership of one partition.
+
+    `leader` is NO_LEADER (-1) while no replica in the ISR is alive. `leader_epoch` grows each
+    time a live broker becomes leader, and is what the leader writes into partitionLeaderEpoch.
+    """
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+    @property
+    def online(self) -> bool:
+        return self.leader != NO_LEADER
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    partitions: Mapping[int, PartitionState]
+    config: Mapping[str, str] = field(default_factory=dict)
+    # Kafka's topic id (base64url of 16 random bytes); tells a recreated topic from the old one.
+    topic_id: str = ""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ReplicaKey:
+    """One partition replica a broker must hold a log for."""
+
+    topic: str
+    partition: int
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    brokers: Mapping[int, BrokerInfo]
+    topics: Mapping[str, TopicInfo]
+    controller_id: int | None
+    cluster_id: str
+    # Grows by one with every published change; equal versions mean equal snapshots.
+    version: int = 0
+
+    @classmethod
+    def empty(cls) -> ClusterSnapshot:
+        return cls(brokers={}, topics={}, controller_id=None, cluster_id="", version=0)
+
+    @property
+    def live_broker_ids(self) -> frozenset[int]:
+        return frozenset(self.brokers)
+
+    @property
+    def controller(self) -> BrokerInfo | None:
+        return None if self.controller_id is None else self.brokers.get(self.controller_id)
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        info = self.topics.get(topic)
+        return None if info is None else info.partitions.get(partition)
+
+    def leader_for(self, topic: str, partition: int) -> BrokerInfo | None:
+        """The live leader of a partition, or None (unknown partition, or leader -1)."""
+        state = self.partition(topic, partition)
+        if state is None or not state.online:
+            return None
+        return self.brokers.get(state.leader)
+
+    def replicas_of(self, broker_id: int) -> frozenset[ReplicaKey]:
+        """Every partition replica assigned to a broker, led or not."""
+        return frozenset(
+            ReplicaKey(topic.name, index, topic.topic_id)
+            for topic in self.topics.values()
+            for index, state in topic.partitions.items()
+            if broker_id in state.replicas
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentChange:
+    """What changed in one broker's replica set between two snapshots.
+
+    A topic deleted and recreated under the same name shows as removed (old topic_id) plus added
+    (new topic_id), so the broker drops the old log rather than reusing it.
+    """
+
+    added: frozenset[ReplicaKey]
+    removed: frozenset[ReplicaKey]
+    snapshot: ClusterSnapshot

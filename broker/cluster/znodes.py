@@ -1,0 +1,276 @@
+"""JSON payloads of the znodes, in the shapes Kafka's ZooKeeper mode writes them.
+
+Decoders raise ValueError on anything malformed, so one bad node written by a foreign tool
+is skipped with a log line instead of stopping the registry.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from broker.cluster.model import BrokerInfo
+
+BROKER_VERSION = 5
+TOPIC_VERSION = 3
+PARTITION_STATE_VERSION = 1
+CONFIG_VERSION = 1
+CONTROLLER_VERSION = 1
+PRODUCER_ID_BLOCK_VERSION = 1
+CREATE_REQUEST_VERSION = 1
+
+
+class MalformedZnodeError(ValueError):
+    """A znode's payload is not in the expected shape."""
+
+
+def _dump(value: Mapping[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _load(data: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MalformedZnodeError(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise MalformedZnodeError("not a JSON object")
+    return value
+
+
+def _int(value: Any, what: str) -> int:
+    # Kafka writes some numbers as strings (timestamps, producer id blocks); accept both.
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise MalformedZnodeError(f"{what} is not an integer: {value!r}")
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise MalformedZnodeError(f"{what} is not an integer: {value!r}") from exc
+
+
+def _int_list(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise MalformedZnodeError(f"{what} is not a list: {value!r}")
+    return tuple(_int(item, what) for item in value)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new_uuid() -> str:
+    """Kafka's textual Uuid: base64url of 16 random bytes, without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+# /brokers/ids/<id>
+
+
+def encode_broker(info: BrokerInfo) -> bytes:
+    endpoint = f"PLAINTEXT://{info.host}:{info.port}"
+    return _dump(
+        {
+            "version": BROKER_VERSION,
+            "host": info.host,
+            "port": info.port,
+            "endpoints": [endpoint],
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "datacenter": info.datacenter,
+            # Kafka's tools call it rack; the Metadata response's rack field carries the datacenter.
+            "rack": info.datacenter,
+            "jmx_port": -1,
+            "timestamp": str(now_ms()),
+        }
+    )
+
+
+def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
+    value = _load(data)
+    host, port = value.get("host"), value.get("port")
+    if not isinstance(host, str) or not host or port in (None, -1):
+        # Kafka >= 0.10 may leave host/port empty and carry only endpoints.
+        host, port = _first_endpoint(value.get("endpoints"))
+    datacenter = value.get("datacenter", value.get("rack"))
+    if datacenter is not None and not isinstance(datacenter, str):
+        raise MalformedZnodeError(f"datacenter is not a string: {datacenter!r}")
+    return BrokerInfo(broker_id, host, _int(port, "port"), datacenter)
+
+
+def _first_endpoint(endpoints: Any) -> tuple[str, int]:
+    if not isinstance(endpoints, list) or not endpoints or not isinstance(endpoints[0], str):
+        raise MalformedZnodeError("broker registration has neither host/port nor endpoints")
+    _, _, address = endpoints[0].partition("://")
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), _int(port, "endpoint port")
+
+
+# /brokers/topics/<topic>
+
+
+def encode_topic(topic_id: str, assignment: Mapping[int, Sequence[int]]) -> bytes:
+    return _dump(
+        {
+            "version": TOPIC_VERSION,
+            "topic_id": topic_id,
+            "partitions": {str(index): list(replicas) for index, replicas in sorted(assignment.items())},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        }
+    )
+
+
+def decode_topic(data: bytes) -> tuple[str, dict[int, tuple[int, ...]]]:
+    value = _load(data)
+    partitions = value.get("partitions")
+    if not isinstance(partitions, dict):
+        raise MalformedZnodeError("topic assignment has no partitions object")
+    topic_id = value.get("topic_id", "")
+    if not isinstance(topic_id, str):
+        raise MalformedZnodeError("topic_id is not a string")
+    assignment = {_int(index, "partition"): _int_list(replicas, "replicas") for index, replicas in partitions.items()}
+    return topic_id, assignment
+
+
+# /brokers/topics/<topic>/partitions/<p>/state
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+
+def encode_partition_state(state: LeaderAndIsr) -> bytes:
+    return _dump(
+        {
+            "version": PARTITION_STATE_VERSION,
+            "leader": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+            "controller_epoch": state.controller_epoch,
+        }
+    )
+
+
+def decode_partition_state(data: bytes) -> LeaderAndIsr:
+    value = _load(data)
+    return LeaderAndIsr(
+        leader=_int(value.get("leader"), "leader"),
+        leader_epoch=_int(value.get("leader_epoch"), "leader_epoch"),
+        isr=_int_list(value.get("isr"), "isr"),
+        controller_epoch=_int(value.get("controller_epoch", 0), "controller_epoch"),
+    )
+
+
+# /config/topics/<topic>
+
+
+def encode_config(config: Mapping[str, str]) -> bytes:
+    return _dump({"version": CONFIG_VERSION, "config": dict(config)})
+
+
+def decode_config(data: bytes) -> dict[str, str]:
+    config = _load(data).get("config", {})
+    if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
+        raise MalformedZnodeError("topic config is not an object of strings")
+    return {str(key): value for key, value in config.items()}
+
+
+# /controller and /controller_epoch
+
+
+def encode_controller(broker_id: int) -> bytes:
+    return _dump({"version": CONTROLLER_VERSION, "brokerid": broker_id, "timestamp": str(now_ms())})
+
+
+def decode_controller(data: bytes) -> int:
+    return _int(_load(data).get("brokerid"), "brokerid")
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    try:
+        return int(data.decode().strip() or "0")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise MalformedZnodeError(f"controller epoch is not an integer: {data!r}") from exc
+
+
+# /cluster/id
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    cluster_id = _load(data).get("id")
+    if not isinstance(cluster_id, str) or not cluster_id:
+        raise MalformedZnodeError("cluster id is missing")
+    return cluster_id
+
+
+# /latest_producer_id_block
+
+
+def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
+    return _dump(
+        {"version": PRODUCER_ID_BLOCK_VERSION, "broker": broker_id, "block_start": str(start), "block_end": str(end)}
+    )
+
+
+def decode_producer_id_block(data: bytes) -> tuple[int, int]:
+    """(first, last) producer id of the block, both inclusive as Kafka writes them."""
+    value = _load(data)
+    return _int(value.get("block_start"), "block_start"), _int(value.get("block_end"), "block_end")
+
+
+# /admin/create_topics/<topic>: Tributary's own request format (Kafka's ZK mode had none).
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicRequest:
+    topic_id: str
+    partitions: int
+    replication_factor: int
+    config: Mapping[str, str]
+    requested_by: int
+
+
+def encode_create_request(request: CreateTopicRequest) -> bytes:
+    return _dump(
+        {
+            "version": CREATE_REQUEST_VERSION,
+            "topic_id": request.topic_id,
+            "partitions": request.partitions,
+            "replication_factor": request.replication_factor,
+            "config": dict(request.config),
+            "requested_by": request.requested_by,
+        }
+    )
+
+
+def decode_create_request(data: bytes) -> CreateTopicRequest:
+    value = _load(data)
+    topic_id = value.get("topic_id")
+    if not isinstance(topic_id, str) or not topic_id:
+        raise MalformedZnodeError("create request has no topic_id")
+    config = value.get("config", {})
+    if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
+        raise MalformedZnodeError("create request config is not an object of strings")
+    return CreateTopicRequest(
+        topic_id=topic_id,
+        partitions=_int(value.get("partitions"), "partitions"),
+        replication_factor=_int(value.get("replication_factor", 1), "replication_factor"),
+        config={str(k): v for k, v in config.items()},
+        requested_by=_int(value.get("requested_by", -1), "requested_by"),
+    )

@@ -1,0 +1,163 @@
+"""Broker settings: command-line flags, an optional TOML file, and Kafka's defaults.
+
+Every flag is also a key of the TOML file (``data-dir = "/var/lib/tributary"``);
+a flag given on the command line wins over the file. Broker settings use
+Kafka's names, and TOML's dotted keys spell them naturally
+(``log.retention.ms = 86400000``). An unknown key, a missing required setting
+or a value of the wrong shape stops start-up with one line naming it.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .log.config import LogConfig
+
+
+class ConfigError(ValueError):
+    """A setting that is missing or wrong; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def parse_host_port(name: str, text: str) -> HostPort:
+    host, sep, port = str(text).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"setting '{name}' must be HOST:PORT, got {text!r}")
+    return HostPort(host.strip("[]"), int(port))
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    broker_id: int
+    listen: HostPort
+    data_dir: Path
+    zookeeper: str
+    advertise: HostPort
+    datacenter: str = "default"
+    auto_create_topics: bool = True
+    default_partitions: int = 1
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    zookeeper_session_timeout_ms: int = 18_000
+    retention_check_interval_ms: int = 300_000
+    # How often the broker checks whether a log is due for an fsync.
+    flush_scheduler_interval_ms: int = 1_000
+    # Send fetched records with os.sendfile (off: pread + send, for comparison and
+    # for transports sendfile cannot reach).
+    sendfile: bool = True
+    log: LogConfig = field(default_factory=LogConfig)
+
+
+def _int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigError(f"setting '{name}' must be an integer, got {value!r}")
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"setting '{name}' must be an integer, got {value!r}") from None
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "false"):
+        return str(value).lower() == "true"
+    raise ConfigError(f"setting '{name}' must be true or false, got {value!r}")
+
+
+def _str(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"setting '{name}' must be a non-empty string, got {value!r}")
+    return value
+
+
+# key -> (attribute of BrokerConfig or "log.<attribute>" of LogConfig, converter)
+_SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "id": ("broker_id", _int),
+    "listen": ("listen", parse_host_port),
+    "data-dir": ("data_dir", lambda n, v: Path(_str(n, v))),
+    "zookeeper": ("zookeeper", _str),
+    "advertise": ("advertise", parse_host_port),
+    "datacenter": ("datacenter", _str),
+    "auto.create.topics.enable": ("auto_create_topics", _bool),
+    "num.partitions": ("default_partitions", _int),
+    "socket.request.max.bytes": ("socket_request_max_bytes", _int),
+    "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _int),
+    "log.retention.check.interval.ms": ("retention_check_interval_ms", _int),
+    "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", _int),
+    "sendfile": ("sendfile", _bool),
+    "message.max.bytes": ("log.max_message_bytes", _int),
+    "log.segment.bytes": ("log.segment_bytes", _int),
+    "log.roll.ms": ("log.segment_ms", _int),
+    "log.index.interval.bytes": ("log.index_interval_bytes", _int),
+    "log.flush.interval.messages": ("log.flush_messages", _int),
+    "log.flush.interval.ms": ("log.flush_ms", _int),
+    "log.retention.ms": ("log.retention_ms", _int),
+    "log.retention.bytes": ("log.retention_bytes", _int),
+}
+REQUIRED = ("id", "listen", "data-dir", "zookeeper")
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML reads ``log.retention.ms = 1`` as nested tables; Kafka's name is the dotted path."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return _flatten(tomllib.load(f))
+    except FileNotFoundError:
+        raise ConfigError(f"setting 'config': file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"setting 'config': {path} is not valid TOML: {exc}") from None
+
+
+def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerConfig:
+    """Merge the TOML file (if any) and the flags (which win) into a checked config."""
+    settings = read_toml(config_file) if config_file is not None else {}
+    settings.update({k: v for k, v in flags.items() if v is not None})
+    unknown = sorted(set(settings) - set(_SETTINGS))
+    if unknown:
+        raise ConfigError(f"unknown setting '{unknown[0]}' (known: {', '.join(sorted(_SETTINGS))})")
+    for name in REQUIRED:
+        if name not in settings:
+            raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
+
+    top: dict[str, Any] = {}
+    log: dict[str, Any] = {}
+    for name, value in settings.items():
+        attr, convert = _SETTINGS[name]
+        target, attr = (log, attr[4:]) if attr.startswith("log.") else (top, attr)
+        target[attr] = convert(name, value)
+
+    if top["broker_id"] < 0:
+        raise ConfigError(f"setting 'id' must be >= 0, got {top['broker_id']}")
+    if top.get("default_partitions", 1) < 1:
+        raise ConfigError("setting 'num.partitions' must be >= 1")
+    if top.get("socket_request_max_bytes", 1024) < 1024:
+        raise ConfigError("setting 'socket.request.max.bytes' must be at least 1024")
+    listen: HostPort = top["listen"]
+    if "advertise" not in top:
+        if listen.host in ("0.0.0.0", "::", ""):
+            raise ConfigError("setting 'advertise' is missing: 'listen' binds every address, so clients need a name")
+        top["advertise"] = listen
+    return BrokerConfig(log=LogConfig(**log), **top)

@@ -1,0 +1,118 @@
+"""One client connection: read frames, handle requests in order, send responses.
+
+Clients pipeline requests (librdkafka keeps several in flight per broker). A
+reader task decodes frames as they arrive and queues them; one handler task
+takes them in order and sends each response before the next request starts,
+as Kafka's broker does: responses leave in request order, and two produce
+requests to one partition are appended in the order they were sent.
+
+A malformed frame, an unknown API or an unsupported version (other than
+ApiVersions, which gets a v0 error body so the client can downgrade) closes
+this connection only; every other connection keeps being served.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sized
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from protocol.errors import ProtocolError
+from protocol.framing import FrameDecoder
+from protocol.headers import decode_request_body, decode_request_header, encode_response_parts
+from protocol.messages import ApiKey
+from protocol.supported import is_supported
+
+from .context import CloseConnection, RequestContext
+from .handlers import HANDLERS, unsupported_api_versions_response
+from .transport import send_parts
+
+if TYPE_CHECKING:
+    from .state import Broker
+
+log = logging.getLogger(__name__)
+
+# Requests read ahead of the one being handled: bounds memory per connection
+# while letting clients pipeline (librdkafka's default is 5 in flight).
+MAX_QUEUED_REQUESTS = 16
+RECEIVE_CHUNK = 256 * 1024
+
+
+async def serve_connection(broker: Broker, stream: trio.abc.Stream, peer: str) -> None:
+    send, receive = trio.open_memory_channel[bytes](MAX_QUEUED_REQUESTS)
+    # The nursery wraps what its tasks raise in an ExceptionGroup (trio's strict
+    # exception groups), so the expected endings are caught with except*; anything
+    # else propagates and is logged as a bug.
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_read_frames, broker, stream, send, peer)
+            await _handle_requests(broker, stream, receive, peer)
+            nursery.cancel_scope.cancel()
+    except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as group:
+        log.debug("connection %s lost: %s", peer, group.exceptions[0])
+    except* CloseConnection as group:
+        log.info("closing connection %s: %s", peer, group.exceptions[0])
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+async def _read_frames(
+    broker: Broker, stream: trio.abc.ReceiveStream, send: trio.MemorySendChannel[bytes], peer: str
+) -> None:
+    decoder = FrameDecoder(broker.config.socket_request_max_bytes)
+    async with send:
+        while True:
+            data = await stream.receive_some(RECEIVE_CHUNK)
+            if not data:
+                if decoder.buffered:
+                    log.info("connection %s closed mid-frame (%d bytes buffered)", peer, decoder.buffered)
+                return
+            decoder.feed(data)
+            try:
+                for frame in decoder.frames():
+                    await send.send(frame)
+            except ProtocolError as exc:
+                raise CloseConnection(str(exc)) from None
+
+
+async def _handle_requests(
+    broker: Broker, stream: trio.abc.SendStream, receive: trio.MemoryReceiveChannel[bytes], peer: str
+) -> None:
+    async with receive:
+        async for frame in receive:
+            try:
+                envelope = decode_request_header(frame)
+            except ProtocolError as exc:
+                raise CloseConnection(f"malformed request header: {exc}") from None
+            ctx = RequestContext(broker, envelope, peer)
+            try:
+                parts = await _respond(ctx, frame)
+                if parts is not None:
+                    await send_parts(stream, parts, sendfile=broker.config.sendfile)
+            finally:
+                for release in ctx.after_send:
+                    release()
+
+
+async def _respond(ctx: RequestContext, frame: bytes) -> list[bytes | Sized] | None:
+    envelope = ctx.envelope
+    if not is_supported(envelope.api_key, envelope.api_version):
+        if envelope.api_key == ApiKey.API_VERSIONS:
+            body = unsupported_api_versions_response(ctx)
+            return encode_response_parts(body, 0, envelope.correlation_id)
+        raise CloseConnection(
+            f"unsupported request: API key {envelope.api_key} version {envelope.api_version} "
+            f"from client {envelope.header.client_id!r}"
+        )
+    try:
+        request = decode_request_body(envelope, frame)
+    except ProtocolError as exc:
+        raise CloseConnection(f"malformed {ApiKey(envelope.api_key).name} v{envelope.api_version}: {exc}") from None
+    handler = HANDLERS[ApiKey(envelope.api_key)]
+    response: Any = await handler(ctx, request)
+    if response is None:  # acks=0 produce: Kafka sends nothing back
+        return None
+    return encode_response_parts(response, envelope.api_version, envelope.correlation_id)

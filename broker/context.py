@@ -1,0 +1,35 @@
+"""What a request handler knows about its request besides the body."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from protocol.headers import RequestEnvelope
+
+if TYPE_CHECKING:
+    from .state import Broker
+
+
+class CloseConnection(Exception):
+    """Raised by request handling when the connection must close: a malformed or
+    unsupported request, or a failed acks=0 produce (no response can carry the error)."""
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    envelope: RequestEnvelope
+    peer: str
+    # Run once the response has been sent, or the connection died: releases the
+    # log segments a fetch pinned for sendfile.
+    after_send: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def api_version(self) -> int:
+        return self.envelope.api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.envelope.header.client_id

@@ -1,0 +1,97 @@
+"""CreateTopics: validate, then have the controller spread the partitions.
+
+Replication arrives later, so a replication factor other than 1 (or -1, the
+broker default) is refused rather than silently lowered.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from protocol.error_codes import ErrorCode
+from protocol.messages import CreateTopicsRequest, CreateTopicsResponse
+
+from ..cluster.errors import ClusterError, TopicExistsError
+from ..context import RequestContext
+from ..topics import colliding_topics, topic_config_error, topic_name_error
+
+log = logging.getLogger(__name__)
+MAX_PARTITIONS = 10_000
+
+
+def _refuse(name: str, code: ErrorCode, message: str) -> CreateTopicsResponse.CreatableTopicResult:
+    return CreateTopicsResponse.CreatableTopicResult(name=name, error_code=code, error_message=message)
+
+
+def _name_problem(ctx: RequestContext, name: str) -> tuple[ErrorCode, str] | None:
+    if (why := topic_name_error(name)) is not None:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, why
+    existing = ctx.broker.snapshot().topics
+    if name in existing:
+        return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+    if colliding := colliding_topics(name, existing):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {name!r} collides with existing {', '.join(colliding)}"
+    return None
+
+
+def _invalid(
+    ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, partitions: int
+) -> tuple[ErrorCode, str] | None:
+    """Why the topic cannot be created as asked, or None."""
+    if (problem := _name_problem(ctx, topic.name)) is not None:
+        return problem
+    if topic.assignments:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        return ErrorCode.INVALID_PARTITIONS, f"partition count must be 1..{MAX_PARTITIONS}, got {partitions}"
+    if topic.replication_factor not in (-1, 1):
+        return (
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"replication factor {topic.replication_factor} is not supported yet: use 1",
+        )
+    why = topic_config_error({c.name: c.value for c in topic.configs})
+    return (ErrorCode.INVALID_CONFIG, why) if why is not None else None
+
+
+async def _create(
+    ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool
+) -> CreateTopicsResponse.CreatableTopicResult:
+    broker = ctx.broker
+    name = topic.name
+    partitions = broker.config.default_partitions if topic.num_partitions == -1 else topic.num_partitions
+    if (problem := _invalid(ctx, topic, partitions)) is not None:
+        return _refuse(name, *problem)
+    configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    result = CreateTopicsResponse.CreatableTopicResult(
+        name=name, num_partitions=partitions, replication_factor=1, error_code=ErrorCode.NONE
+    )
+    if validate_only:
+        return result
+    try:
+        await broker.registry.create_topic(name, partitions, configs)
+    except TopicExistsError:
+        return _refuse(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+    except ClusterError as exc:
+        return _refuse(name, ErrorCode.REQUEST_TIMED_OUT, str(exc))
+    log.info("created topic %s with %d partitions for %s", name, partitions, ctx.peer)
+    return result
+
+
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    results = []
+    seen: set[str] = set()
+    with trio.move_on_after(max(request.timeout_ms, 1) / 1000) as scope:
+        for topic in request.topics:
+            if topic.name in seen:
+                results.append(_refuse(topic.name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
+                continue
+            seen.add(topic.name)
+            results.append(await _create(ctx, topic, request.validate_only))
+    if scope.cancelled_caught:
+        done = {r.name for r in results}
+        results += [
+            _refuse(t.name, ErrorCode.REQUEST_TIMED_OUT, "timed out") for t in request.topics if t.name not in done
+        ]
+    return CreateTopicsResponse(topics=results)

@@ -1,0 +1,118 @@
+"""Fetch: serve log regions with sendfile, long-polling until min_bytes arrive.
+
+Reads start at the batch containing the fetch offset and return whole batches
+only; the first partition that has data returns at least one whole batch even
+when it is larger than the limits (KIP-74), so a consumer never stalls on a big
+batch. Fetch sessions (KIP-227) are declined: session id 0 tells the client to
+send full fetch requests, and a full response names every requested partition.
+
+Waiting is woken by appends, not by polling: the handler registers one event
+with every partition it reads and sleeps until an append sets it or
+max_wait_ms passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack
+
+import trio
+
+from protocol.error_codes import ErrorCode
+from protocol.messages import FetchRequest, FetchResponse
+
+from ..context import RequestContext
+from ..log.errors import LogClosedError, OffsetOutOfRangeError
+from ..log.log import FileRegion, ReadResult
+from ..partitions import Partition
+
+
+class FileRecords:
+    """A partition's records in a fetch response: file regions sent with sendfile."""
+
+    __slots__ = ("regions", "size")
+
+    def __init__(self, regions: list[FileRegion]) -> None:
+        self.regions = regions
+        self.size = sum(r.size for r in regions)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def _requested(request: FetchRequest) -> Iterator[tuple[str, FetchRequest.FetchPartition]]:
+    for topic in request.topics:
+        for partition in topic.partitions:
+            yield topic.topic, partition
+
+
+def _read_all(
+    ctx: RequestContext, request: FetchRequest, pins: ExitStack
+) -> tuple[list[FetchResponse.FetchableTopicResponse], int, bool, list[Partition]]:
+    """One pass over the requested partitions: (topics, bytes, any error, partitions read)."""
+    broker = ctx.broker
+    snapshot = broker.snapshot()
+    budget = request.max_bytes
+    total = 0
+    errors = False
+    readable: list[Partition] = []
+    topics: dict[str, FetchResponse.FetchableTopicResponse] = {}
+    for name, req in _requested(request):
+        out = FetchResponse.PartitionData(partition_index=req.partition, high_watermark=-1, records=b"")
+        topics.setdefault(name, FetchResponse.FetchableTopicResponse(topic=name)).partitions.append(out)
+        target = broker.partitions.lookup(snapshot, name, req.partition)
+        if isinstance(target, ErrorCode):
+            out.error_code, errors = target, True
+            continue
+        readable.append(target)
+        plog = target.log
+        visible = plog.visible_end_offset()
+        out.high_watermark = out.last_stable_offset = visible
+        out.log_start_offset = plog.log_start_offset
+        limit = min(req.partition_max_bytes, budget)
+        if limit <= 0 and total > 0:
+            continue
+        try:
+            result: ReadResult = pins.enter_context(
+                plog.read(req.fetch_offset, max(limit, 0), max_offset=visible, min_one_batch=total == 0)
+            )
+        except (OffsetOutOfRangeError, LogClosedError) as exc:
+            out.error_code, errors = exc.error_code, True
+            continue
+        if result.size:
+            out.records = FileRecords(list(result.regions))  # type: ignore[assignment]
+            total += result.size
+            budget -= result.size
+    return list(topics.values()), total, errors, readable
+
+
+async def _wait_for_append(partitions: Iterable[Partition], deadline: float) -> None:
+    event = trio.Event()
+    watched = list(partitions)
+    for p in watched:
+        p.watch(event)
+    try:
+        with trio.move_on_at(deadline):
+            await event.wait()
+    finally:
+        for p in watched:
+            p.unwatch(event)
+
+
+async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    if ctx.api_version >= 7 and request.session_id != 0:
+        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+    deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+    while True:
+        pins = ExitStack()
+        try:
+            topics, total, errors, readable = _read_all(ctx, request, pins)
+        except BaseException:
+            pins.close()
+            raise
+        if total >= request.min_bytes or errors or not readable or trio.current_time() >= deadline:
+            ctx.after_send.append(pins.close)
+            return FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=topics)
+        # Not enough yet: let go of the pinned segments while waiting, then read again.
+        pins.close()
+        await _wait_for_append(readable, deadline)

@@ -1,0 +1,95 @@
+"""Metadata: brokers, topics and partition leaders, answered from the registry snapshot.
+
+Every broker answers for the whole cluster, so a client bootstrapping from any
+broker finds every partition's leader. A requested topic that does not exist
+is created when auto-creation is on and the request allows it (v4+).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from protocol.error_codes import ErrorCode
+from protocol.messages import MetadataRequest, MetadataResponse
+
+from ..cluster.errors import ClusterError, TopicExistsError
+from ..cluster.model import ClusterSnapshot, TopicInfo
+from ..context import RequestContext
+from ..topics import colliding_topics, topic_name_error
+
+log = logging.getLogger(__name__)
+
+
+def _topic(snapshot: ClusterSnapshot, info: TopicInfo) -> MetadataResponse.MetadataResponseTopic:
+    partitions = []
+    for index, state in sorted(info.partitions.items()):
+        alive = [r for r in state.replicas if r in snapshot.brokers]
+        partitions.append(
+            MetadataResponse.MetadataResponsePartition(
+                error_code=ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=index,
+                leader_id=state.leader,
+                leader_epoch=state.leader_epoch,
+                replica_nodes=list(state.replicas),
+                isr_nodes=[r for r in state.isr if r in snapshot.brokers],
+                offline_replicas=[r for r in state.replicas if r not in alive],
+            )
+        )
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=ErrorCode.NONE, name=info.name, is_internal=info.name.startswith("__"), partitions=partitions
+    )
+
+
+async def _auto_create(ctx: RequestContext, name: str) -> None:
+    broker = ctx.broker
+    try:
+        await broker.registry.create_topic(name, broker.config.default_partitions, {})
+    except TopicExistsError:
+        return  # another broker or client created it meanwhile
+    except ClusterError as exc:
+        log.warning("auto-creating topic %s failed: %s", name, exc)
+        return
+    log.info("auto-created topic %s with %d partitions", name, broker.config.default_partitions)
+
+
+def _unknown(name: str, error: ErrorCode) -> MetadataResponse.MetadataResponseTopic:
+    return MetadataResponse.MetadataResponseTopic(error_code=error, name=name)
+
+
+async def _describe(ctx: RequestContext, name: str, allow_create: bool) -> MetadataResponse.MetadataResponseTopic:
+    snapshot = ctx.broker.snapshot()
+    info = snapshot.topics.get(name)
+    if info is not None:
+        return _topic(snapshot, info)
+    if topic_name_error(name) is not None:
+        return _unknown(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if not allow_create:
+        return _unknown(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if colliding_topics(name, snapshot.topics):
+        return _unknown(name, ErrorCode.INVALID_TOPIC_EXCEPTION)  # as Kafka's auto-creation refuses it
+    await _auto_create(ctx, name)
+    snapshot = ctx.broker.snapshot()
+    info = snapshot.topics.get(name)
+    # Not there yet: the client retries, as it does for Kafka's LEADER_NOT_AVAILABLE.
+    return _topic(snapshot, info) if info is not None else _unknown(name, ErrorCode.LEADER_NOT_AVAILABLE)
+
+
+async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
+    snapshot = broker.snapshot()
+    # v0 asks for every topic with an empty list, v1+ with null.
+    if request.topics is None or (ctx.api_version == 0 and not request.topics):
+        topics = [_topic(snapshot, info) for _, info in sorted(snapshot.topics.items())]
+    else:
+        allow_create = broker.config.auto_create_topics and (ctx.api_version < 4 or request.allow_auto_topic_creation)
+        topics = [await _describe(ctx, t.name, allow_create) for t in request.topics if t.name is not None]
+        snapshot = broker.snapshot()
+    return MetadataResponse(
+        brokers=[
+            MetadataResponse.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=None)
+            for b in sorted(snapshot.brokers.values(), key=lambda b: b.id)
+        ],
+        cluster_id=snapshot.cluster_id,
+        controller_id=snapshot.controller_id if snapshot.controller_id is not None else -1,
+        topics=topics,
+    )

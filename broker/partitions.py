@@ -1,0 +1,94 @@
+"""The partitions this broker leads: their logs, and fetches waiting for appends.
+
+The cluster registry says which broker leads which partition; this module
+turns that into local state. A request for a partition resolves to a
+:class:`Partition` or to the error code a client acts on
+(UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER). Logs are opened when
+first needed and dropped when their topic disappears from the registry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import trio
+
+from protocol.error_codes import ErrorCode
+
+from .cluster.model import AssignmentChange, ClusterSnapshot
+from .log.log import PartitionLog
+from .log.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+class Partition:
+    """A partition led by this broker."""
+
+    __slots__ = ("_waiters", "index", "leader_epoch", "log", "topic")
+
+    def __init__(self, topic: str, index: int, partition_log: PartitionLog, leader_epoch: int) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = partition_log
+        self.leader_epoch = leader_epoch
+        self._waiters: set[trio.Event] = set()
+
+    def watch(self, event: trio.Event) -> None:
+        """Have ``event`` set on the next append (long-polling fetches)."""
+        self._waiters.add(event)
+
+    def unwatch(self, event: trio.Event) -> None:
+        self._waiters.discard(event)
+
+    def notify_appended(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for event in waiters:
+            event.set()
+
+
+class PartitionManager:
+    def __init__(self, broker_id: int, logs: LogManager) -> None:
+        self.broker_id = broker_id
+        self.logs = logs
+        self._partitions: dict[tuple[str, int], Partition] = {}
+
+    def lookup(self, snapshot: ClusterSnapshot, topic: str, index: int) -> Partition | ErrorCode:
+        info = snapshot.topics.get(topic)
+        state = info.partitions.get(index) if info is not None else None
+        if info is None or state is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if state.leader != self.broker_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            partition_log = self.logs.get_or_create(topic, index, info.config)
+            partition = Partition(topic, index, partition_log, state.leader_epoch)
+            self._partitions[topic, index] = partition
+        partition.leader_epoch = state.leader_epoch
+        return partition
+
+    def local(self) -> Iterable[Partition]:
+        return list(self._partitions.values())
+
+    def apply(self, change: AssignmentChange, first: bool) -> None:
+        """Follow the registry's replica assignment: drop the logs of replicas this
+        broker lost (a deleted topic, or the old incarnation of a re-created one),
+        open those it gained. The first change lists everything assigned now, so
+        local logs it does not name (topics deleted while this broker was down)
+        are deleted too.
+
+        A partition that merely lost its leader keeps its log: its broker may be back."""
+        removed = {(r.topic, r.partition) for r in change.removed}
+        if first:
+            assigned = {(r.topic, r.partition) for r in change.added}
+            removed |= {(tp.topic, tp.partition) for tp in self.logs.partitions()} - assigned
+        for topic, index in sorted(removed):
+            log.info("partition %s-%d is no longer assigned here: deleting its log", topic, index)
+            partition = self._partitions.pop((topic, index), None)
+            if partition is not None:
+                partition.notify_appended()  # wake fetches so they see the error
+            self.logs.delete_partition(topic, index)
+        for replica in sorted(change.added):
+            self.lookup(change.snapshot, replica.topic, replica.partition)

@@ -1,0 +1,102 @@
+"""The broker process: open the logs, join the cluster, serve connections.
+
+Everything runs in one nursery. Cancelling it (SIGTERM) stops the listener and
+every connection; then, shielded, the logs are flushed and closed with a clean
+shutdown marker and a fresh recovery checkpoint, and the registry removes this
+broker from ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from functools import partial
+
+import trio
+
+from .cluster.model import BrokerInfo
+from .cluster.registry import ClusterRegistry
+from .config import BrokerConfig
+from .connection import serve_connection
+from .log.manager import LogManager
+from .state import Broker
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def _follow_assignments(broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Keep local partitions in line with the registry's assignment; started once
+    the first change (everything assigned now) has been applied."""
+    first = True
+    async for change in broker.registry.assignment_changes():
+        broker.partitions.apply(change, first)
+        if first:
+            task_status.started()
+            first = False
+
+
+async def _flush_scheduler(broker: Broker) -> None:
+    while True:
+        await trio.sleep(broker.config.flush_scheduler_interval_ms / 1000)
+        for partition_log in broker.logs.flush_due(_now_ms()):
+            await trio.to_thread.run_sync(partition_log.flush)
+        broker.logs.checkpoint_recovery_points()
+
+
+async def _retention_scheduler(broker: Broker) -> None:
+    while True:
+        await trio.sleep(broker.config.retention_check_interval_ms / 1000)
+        deleted = broker.logs.apply_retention(_now_ms())
+        if deleted:
+            log.info("retention deleted %d segments", deleted)
+
+
+async def _accept(broker: Broker, stream: trio.SocketStream) -> None:
+    try:
+        host, port, *_ = stream.socket.getpeername()
+        peer = f"{host}:{port}"
+    except OSError:
+        peer = "unknown"
+    try:
+        await serve_connection(broker, stream, peer)
+    except Exception:
+        # A bug in one request's handling must not take the broker down.
+        log.exception("connection %s failed", peer)
+
+
+async def run(
+    config: BrokerConfig, *, task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED
+) -> None:
+    logs = await trio.to_thread.run_sync(LogManager, config.data_dir, config.log)
+    try:
+        registry = ClusterRegistry(
+            config.zookeeper,
+            BrokerInfo(config.broker_id, config.advertise.host, config.advertise.port, config.datacenter),
+            session_timeout=config.zookeeper_session_timeout_ms / 1000,
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(registry.run)
+            broker = Broker(config, registry, logs)
+            await nursery.start(_follow_assignments, broker)
+            nursery.start_soon(_flush_scheduler, broker)
+            nursery.start_soon(_retention_scheduler, broker)
+            listeners: list[trio.SocketListener] = await nursery.start(
+                partial(trio.serve_tcp, partial(_accept, broker), config.listen.port, host=config.listen.host)
+            )
+            log.info(
+                "broker %d listening on %s (advertised %s), datacenter %s, data in %s",
+                config.broker_id,
+                config.listen,
+                config.advertise,
+                config.datacenter,
+                config.data_dir,
+            )
+            task_status.started(listeners)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(logs.close)
+            log.info("broker %d: logs flushed and closed", config.broker_id)

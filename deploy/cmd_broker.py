@@ -1,0 +1,104 @@
+"""``tributary broker``: run one broker until SIGTERM or Ctrl-C.
+
+    tributary broker --id N --listen HOST:PORT --data-dir DIR --zookeeper HOST:PORT[/chroot]
+                     [--advertise HOST:PORT] [--datacenter NAME] [--config FILE.toml]
+
+Every flag is also a key of the TOML file; a flag wins over the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import resource
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from broker import server
+from broker.cluster.errors import ClusterError
+from broker.config import ConfigError, load
+
+log = logging.getLogger("tributary.broker")
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "broker",
+        help="run a Kafka-compatible broker",
+        description="Run a Kafka-compatible broker. Every flag is also a key of the TOML config file; "
+        "a flag wins over the file. Broker settings use Kafka's names (log.retention.ms, num.partitions, ...).",
+    )
+    parser.add_argument("--id", type=int, help="broker id, unique in the cluster")
+    parser.add_argument("--listen", metavar="HOST:PORT", help="address to accept clients on")
+    parser.add_argument("--data-dir", metavar="DIR", help="directory holding the partition logs")
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="the cluster's ZooKeeper ensemble")
+    parser.add_argument("--advertise", metavar="HOST:PORT", help="address clients should use (default: --listen)")
+    parser.add_argument("--datacenter", metavar="NAME", help="datacenter this broker runs in")
+    parser.add_argument("--config", metavar="FILE.toml", type=Path, help="TOML file with any of these settings")
+    parser.set_defaults(func=run)
+
+
+async def _serve_until_signalled(config: Any) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run, config)
+            async for signum in signals:
+                log.info("received %s: draining and shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def _raise_open_file_limit() -> None:
+    """Each segment holds three descriptors and each client one: lift the soft
+    limit to the hard one, as Kafka's packaging does with LimitNOFILE."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit from %d: %s", soft, exc)
+
+
+def run(args: argparse.Namespace) -> int:
+    flags = {
+        "id": args.id,
+        "listen": args.listen,
+        "data-dir": args.data_dir,
+        "zookeeper": args.zookeeper,
+        "advertise": args.advertise,
+        "datacenter": args.datacenter,
+    }
+    try:
+        config = load(flags, args.config)
+    except ConfigError as exc:
+        print(f"tributary broker: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    _raise_open_file_limit()
+    try:
+        trio.run(_serve_until_signalled, config)
+    except (OSError, ClusterError, BaseExceptionGroup) as exc:
+        # Start-up failures (address in use, ZooKeeper unreachable, broker id
+        # taken) get one line each; anything else is a bug and keeps its traceback.
+        leaves = list(_leaves(exc))
+        if not all(isinstance(e, OSError | ClusterError) for e in leaves):
+            raise
+        for leaf in leaves:
+            print(f"tributary broker: {leaf}", file=sys.stderr)
+        return 1
+    log.info("broker %d stopped", config.broker_id)
+    return 0
