@@ -133,25 +133,35 @@ def test_only_segments_from_the_recovery_point_are_scanned(tmp_path: Path, monke
     crash(reopened)
 
 
-def test_a_clean_shutdown_skips_the_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_clean_shutdown_still_verifies_the_active_segment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "t-0"
     log, boundaries = _filled(path)
-    end = log.log_end_offset
     log.close()
-    # Damage a record byte: only a CRC check would notice.
+    # Damage a record byte of the last batch: only a CRC check notices.
     damaged = bytearray((path / LOG0).read_bytes())
     damaged[-3] ^= 0xFF
     (path / LOG0).write_bytes(damaged)
     recovered = _recovered_segments(monkeypatch)
     clean = open_log(path, 0, clean=True)
-    assert recovered == []
-    assert clean.log_end_offset == end
-    assert clean.recovery_point == end
-    clean.close()
-    unclean = open_log(path, 0)
     assert recovered == [0]
     assert os.path.getsize(path / LOG0) == boundaries[-2]
-    unclean.close()
+    assert clean.log_end_offset == clean.recovery_point
+    assert read_all(clean) == damaged[: boundaries[-2]]
+    clean.close()
+
+
+def test_a_clean_shutdown_trusts_older_segments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t-0"
+    log, _ = _filled(path, 80, segment_bytes=2500)
+    bases = [s.base_offset for s in log.segments]
+    end = log.log_end_offset
+    log.close()
+    assert len(bases) > 2
+    recovered = _recovered_segments(monkeypatch)
+    clean = open_log(path, 0, clean=True)
+    assert recovered == bases[-1:]
+    assert clean.log_end_offset == end
+    clean.close()
 
 
 def test_indexes_rebuilt_by_recovery_equal_those_written_by_appends(tmp_path: Path) -> None:

@@ -1,0 +1,400 @@
+"""Durability of real broker processes: clean restarts, kill -9 mid-stream, damaged segment tails.
+
+The DESIGN's promise under test: "A broker killed mid-write (recovery truncates the torn tail,
+nothing acknowledged and flushed is lost)" and "A corrupt batch is never served".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from kazoo.client import KazooClient
+
+from protocol.error_codes import ErrorCode
+from protocol.messages import CreateTopicsRequest, MetadataRequest
+from protocol.records import HEADER_SIZE, iter_batches, iter_records
+from tests.broker.wire_helpers import (
+    EARLIEST,
+    LATEST,
+    METADATA_V,
+    batch,
+    connect,
+    create_topics,
+    fetch_bytes,
+    list_offset,
+    produce,
+)
+from tests.fixtures.brokers import BrokerProcess, Cluster, start_cluster
+from tests.fixtures.zookeeper import ZooKeeperHandle
+
+TIMEOUT = 30.0
+# Short ZooKeeper sessions, so a killed broker's registration expires within a test's time.
+SESSION_TIMEOUT_MS = "2000"
+
+
+# --- wire helpers (on top of tests/broker/wire_helpers.py) ---------------------------------------
+
+
+def create_named_topic(broker: BrokerProcess, topic: str, partitions: int) -> None:
+    with connect(broker) as conn:
+        created = create_topics(
+            conn, CreateTopicsRequest.CreatableTopic(name=topic, num_partitions=partitions, replication_factor=1)
+        )
+    assert created == {topic: ErrorCode.NONE}
+
+
+def wait_for_leaders(brokers: list[BrokerProcess], topic: str, partitions: int) -> dict[int, int]:
+    """partition -> leader, once every broker's view gives each partition of ``topic`` a live
+    leader, the same in all views. (Brokers learn leadership changes from ZooKeeper each on its
+    own: right after a restart one may already name the new leader while the leader itself does
+    not know yet, and answers NOT_LEADER_OR_FOLLOWER.)"""
+    deadline = time.monotonic() + TIMEOUT
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+    )
+    views = []
+    for broker in brokers:
+        while True:
+            with connect(broker) as conn:
+                response = conn.request(request, METADATA_V)
+            (found,) = response.topics
+            live = {b.node_id for b in response.brokers}
+            leaders = {p.partition_index: p.leader_id for p in found.partitions}
+            if found.error_code == ErrorCode.NONE and len(leaders) == partitions and set(leaders.values()) <= live:
+                views.append(leaders)
+                break
+            assert time.monotonic() < deadline, f"{topic} has partitions without a live leader: {response}"
+            time.sleep(0.05)
+    assert all(view == views[0] for view in views), views
+    return views[0]
+
+
+def offset_of(broker: BrokerProcess, topic: str, partition: int, which: int) -> int:
+    """ListOffsets LATEST or EARLIEST."""
+    with connect(broker) as conn:
+        error, offset, _ = list_offset(conn, topic, which, partition)
+    assert error == ErrorCode.NONE
+    return int(offset)
+
+
+def fetch_all(broker: BrokerProcess, topic: str, partition: int, start: int = 0) -> list[tuple[int, bytes | None]]:
+    """Every (offset, value) from ``start`` to the log end, checking each batch's CRC."""
+    end = offset_of(broker, topic, partition, LATEST)
+    records: list[tuple[int, bytes | None]] = []
+    offset = start
+    with connect(broker) as conn:
+        while offset < end:
+            buf = fetch_bytes(conn, topic, offset, partition)
+            assert buf, f"nothing served at offset {offset}, below the log end {end}"
+            for pos, _ in iter_batches(buf):
+                for record in iter_records(buf, pos):  # validates the CRC
+                    if record.offset >= offset:
+                        records.append((record.offset, record.value))
+                        offset = record.offset + 1
+    return records
+
+
+def produce_values(broker: BrokerProcess, topic: str, partition: int, values: list[bytes]) -> int:
+    """One uncompressed batch of ``values`` with acks=all; returns its base offset."""
+    with connect(broker) as conn:
+        error, base_offset = produce(conn, topic, batch(*values), partition)
+    assert error == ErrorCode.NONE
+    return int(base_offset)
+
+
+# --- process helpers --------------------------------------------------------------------------
+
+
+def log_openings(broker: BrokerProcess) -> list[str]:
+    """How each start of the broker opened its logs: "clean" or "recovered", in order."""
+    return re.findall(r"opened \d+ logs in \S+ \((\w+) start\)", broker.log_path.read_text())
+
+
+def wait_deregistered(zookeeper: ZooKeeperHandle, broker: BrokerProcess) -> None:
+    """Until the killed broker's ephemeral registration is gone (its session expired), so that
+    a restart with the same id is not refused as a duplicate."""
+    client = KazooClient(hosts=zookeeper.hosts, timeout=5.0)
+    client.start(timeout=10)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while client.exists(f"/brokers/ids/{broker.broker_id}") is not None:
+            assert time.monotonic() < deadline, f"broker {broker.broker_id} is still registered"
+            time.sleep(0.05)
+    finally:
+        client.stop()
+        client.close()
+
+
+def consume_everything(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes]]]:
+    """partition -> [(offset, value)] from the beginning to the end, through confluent-kafka."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "durability",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "check.crcs": True,
+        }
+    )
+    consumed: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        at_end: set[int] = set()
+        deadline = time.monotonic() + TIMEOUT
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"only partitions {sorted(at_end)} reached their end"
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if (error := message.error()) is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
+                at_end.add(message.partition())
+                continue
+            at_end.discard(message.partition())
+            consumed[message.partition()].append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    return consumed
+
+
+# --- (a) clean restarts -------------------------------------------------------------------------
+
+
+def test_every_message_survives_restarting_every_broker(broker_cluster: Cluster) -> None:
+    topic, partitions, count = "restart-all", 6, 3_000
+    create_named_topic(broker_cluster.brokers[0], topic, partitions)
+    before = wait_for_leaders(broker_cluster.brokers, topic, partitions)
+    assert Counter(before.values()) == {1: 2, 2: 2, 3: 2}
+
+    delivered: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+    failures: list[str] = []
+
+    def on_delivery(error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            failures.append(str(error))
+        else:
+            delivered[message.partition()].append((message.offset(), message.value()))
+
+    producer = Producer(
+        {"bootstrap.servers": broker_cluster.bootstrap, "acks": "all", "compression.type": "zstd", "linger.ms": 5}
+    )
+    try:
+        for i in range(count):
+            producer.produce(topic, key=b"k%d" % i, value=b"restart-%06d" % i, on_delivery=on_delivery)
+            producer.poll(0)
+        assert producer.flush(TIMEOUT) == 0
+    finally:
+        producer.purge()
+        producer.close()
+    assert failures == []
+    assert sum(map(len, delivered.values())) == count
+
+    def check_everything_is_there() -> None:
+        assert wait_for_leaders(broker_cluster.brokers, topic, partitions) == before
+        for partition, leader in before.items():
+            broker = broker_cluster.brokers[leader - 1]
+            assert offset_of(broker, topic, partition, LATEST) == len(delivered[partition])
+            assert offset_of(broker, topic, partition, EARLIEST) == 0
+        assert consume_everything(broker_cluster.bootstrap, topic, partitions) == delivered
+
+    # A rolling restart: one broker at a time, the others keep running.
+    for broker in broker_cluster.brokers:
+        assert broker.stop() == 0, broker.log_tail()
+        broker.start()
+        broker.wait_ready(expected_brokers=3)
+    check_everything_is_there()
+
+    # A full restart: every broker down at once, then all back.
+    for broker in broker_cluster.brokers:
+        assert broker.stop() == 0, broker.log_tail()
+    broker_cluster.start()
+    check_everything_is_there()
+
+    for broker in broker_cluster.brokers:
+        # SIGTERM closed the logs cleanly, so later starts skipped recovery (the first start,
+        # on an empty data directory, had no clean-shutdown marker).
+        assert log_openings(broker) == ["recovered", "clean", "clean"], broker.log_tail()
+
+
+# --- (b) kill -9 while producing with fsync-before-ack -------------------------------------------
+
+
+@pytest.fixture
+def flushing_cluster(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[Cluster]:
+    """Three brokers that fsync every message before acknowledging it."""
+    yield from start_cluster(
+        zookeeper.hosts,
+        tmp_path,
+        3,
+        {"log.flush.interval.messages": "1", "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS},
+    )
+
+
+def test_acknowledged_messages_survive_kill_9_of_the_leader(
+    flushing_cluster: Cluster, zookeeper: ZooKeeperHandle
+) -> None:
+    topic, total, kill_after, window = "kill-9", 12_000, 3_000, 500
+    create_named_topic(flushing_cluster.brokers[0], topic, 1)
+    leader_id = wait_for_leaders(flushing_cluster.brokers, topic, 1)[0]
+    leader = next(b for b in flushing_cluster.brokers if b.broker_id == leader_id)
+
+    acked: list[tuple[int, int]] = []  # (sequence number, offset), in acknowledgement order
+    failures: list[tuple[int, str]] = []
+
+    def on_delivery(error: KafkaError | None, message: Message) -> None:
+        sequence = int(message.value())
+        if error is not None:
+            failures.append((sequence, str(error)))
+        else:
+            acked.append((sequence, message.offset()))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": flushing_cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "compression.type": "zstd",
+            "linger.ms": 1,
+            "message.timeout.ms": int(TIMEOUT * 1000),
+        }
+    )
+    sent = 0
+
+    def unacknowledged() -> int:
+        return sent - len(acked) - len(failures)
+
+    def send() -> None:
+        nonlocal sent
+        producer.produce(topic, value=b"%08d" % sent, on_delivery=on_delivery)
+        sent += 1
+        producer.poll(0)
+
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        # Stream with a bounded number of unacknowledged messages until enough are acknowledged,
+        # then kill -9 the leader while a good part of that window is still unacknowledged.
+        while len(acked) < kill_after or unacknowledged() < window // 2:
+            assert time.monotonic() < deadline, f"only {len(acked)} acknowledged before the kill"
+            if unacknowledged() < window:
+                send()
+            else:
+                producer.poll(0.001)
+        killed_with_unacked = unacknowledged()
+        leader.kill()
+        acked_before_kill = len(acked)
+        # More of the stream while the leader is down: it waits in the producer.
+        for _ in range(window):
+            send()
+        wait_deregistered(zookeeper, leader)
+        leader.start()
+        leader.wait_ready(expected_brokers=3)
+        while sent < total:
+            send()
+        assert producer.flush(TIMEOUT) == 0
+    finally:
+        producer.purge()
+        producer.close()
+    assert killed_with_unacked > 0, "nothing was in flight when the leader was killed"
+    assert acked_before_kill >= kill_after
+    # The second start found no clean-shutdown marker and recovered the logs.
+    assert log_openings(leader) == ["recovered", "recovered"]
+
+    log = fetch_all(leader, topic, 0)
+    assert [offset for offset, _ in log] == list(range(len(log))), "offsets are not dense"
+    served = {offset: int(value or b"-1") for offset, value in log}
+    # Every acknowledged message is served at the offset it was acknowledged with.
+    lost = [(sequence, offset) for sequence, offset in acked if served.get(offset) != sequence]
+    assert lost == [], f"acknowledged but not served: {lost[:10]}"
+    # The log holds the stream in order: no gap before an acknowledged message, no duplicate.
+    sequences = [served[offset] for offset in range(len(log))]
+    assert sequences == sorted(set(sequences)), "the log reorders or duplicates the stream"
+    last_acked = max(sequence for sequence, _ in acked)
+    assert set(range(last_acked + 1)) <= set(sequences), "a gap in the log below an acknowledged message"
+    # The idempotent producer rode out the crash: everything was acknowledged exactly once.
+    assert failures == []
+    assert sorted(s for s, _ in acked) == list(range(total))
+    assert sequences == list(range(total))
+
+
+# --- (c) damaged segment tails ------------------------------------------------------------------
+
+
+def active_segment(broker: BrokerProcess, topic: str, partition: int) -> Path:
+    directory = broker.data_dir / f"{topic}-{partition}"
+    return max(directory.glob("*.log"))
+
+
+def batch_positions(segment: Path) -> list[tuple[int, int, int]]:
+    """(file position, size, record count) of each batch in the segment file."""
+    data = segment.read_bytes()
+    return [(pos, header.size, header.record_count) for pos, header in iter_batches(data)]
+
+
+@pytest.fixture
+def restartable_broker(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[Cluster]:
+    """One broker whose registration expires soon after a kill -9."""
+    yield from start_cluster(zookeeper.hosts, tmp_path, 1, {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS})
+
+
+@pytest.mark.parametrize(
+    ("damage", "shutdown"),
+    [
+        ("truncate", "sigterm"),
+        ("truncate", "sigkill"),
+        ("corrupt", "sigterm"),
+        ("corrupt", "sigkill"),
+    ],
+)
+def test_recovery_drops_a_damaged_last_batch(
+    restartable_broker: Cluster, zookeeper: ZooKeeperHandle, damage: str, shutdown: str
+) -> None:
+    topic, batches, per_batch = "damaged", 8, 5
+    (broker,) = restartable_broker.brokers
+    create_named_topic(broker, topic, 1)
+    wait_for_leaders([broker], topic, 1)
+    values = [[b"batch-%d-record-%d" % (b, r) for r in range(per_batch)] for b in range(batches)]
+    assert [produce_values(broker, topic, 0, v) for v in values] == [b * per_batch for b in range(batches)]
+
+    if shutdown == "sigterm":
+        assert broker.stop() == 0
+    else:
+        broker.kill()
+    segment = active_segment(broker, topic, 0)
+    layout = batch_positions(segment)
+    assert [count for _, _, count in layout] == [per_batch] * batches
+    last_pos, last_size, _ = layout[-1]
+    assert last_pos + last_size == segment.stat().st_size
+    if damage == "truncate":
+        # A torn write: the file ends in the middle of the last batch.
+        os.truncate(segment, last_pos + last_size // 2)
+    else:
+        # A byte of the last batch's records, inside what its CRC covers.
+        with segment.open("r+b") as f:
+            f.seek(last_pos + HEADER_SIZE + (last_size - HEADER_SIZE) // 2)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0xFF]))
+
+    if shutdown == "sigkill":
+        wait_deregistered(zookeeper, broker)
+    broker.start()
+    broker.wait_ready()
+    wait_for_leaders([broker], topic, 1)
+    assert log_openings(broker) == ["recovered", "clean" if shutdown == "sigterm" else "recovered"]
+
+    intact = (batches - 1) * per_batch
+    assert offset_of(broker, topic, 0, LATEST) == intact
+    assert offset_of(broker, topic, 0, EARLIEST) == 0
+    expected = [(b * per_batch + r, v) for b, vs in enumerate(values[:-1]) for r, v in enumerate(vs)]
+    assert fetch_all(broker, topic, 0) == expected
+    # The log goes on from there, in the same segment.
+    assert produce_values(broker, topic, 0, [b"after-recovery"]) == intact
+    assert fetch_all(broker, topic, 0, intact) == [(intact, b"after-recovery")]
+    assert [count for _, _, count in batch_positions(segment)] == [per_batch] * (batches - 1) + [1]

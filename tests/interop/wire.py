@@ -1,0 +1,83 @@
+"""What the interop tests ask brokers directly, over our own protocol package: topic creation,
+leaders, and the batches a broker stores (to see what a client actually sent)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from protocol.error_codes import ErrorCode
+from protocol.messages import CreateTopicsRequest, FetchRequest, MetadataRequest
+from protocol.records import BatchHeader, iter_batches
+from tests.fixtures.brokers import BrokerProcess, Cluster
+from tests.fixtures.kafka_wire import WireConnection
+
+TIMEOUT = 30.0
+
+
+def create_topics(cluster: Cluster, topics: dict[str, int]) -> None:
+    """Creates ``topics`` (name -> partition count) through the first broker."""
+    request = CreateTopicsRequest(
+        topics=[
+            CreateTopicsRequest.CreatableTopic(name=name, num_partitions=count, replication_factor=1)
+            for name, count in topics.items()
+        ],
+        timeout_ms=10_000,
+    )
+    with WireConnection(*cluster.brokers[0].address) as conn:
+        created = conn.request(request, 4)
+    assert {t.name: t.error_code for t in created.topics} == dict.fromkeys(topics, ErrorCode.NONE), created
+
+
+def wait_for_topic(cluster: Cluster, topic: str, partitions: int) -> dict[int, int]:
+    """partition -> leader, once every broker's metadata lists ``topic`` with a leader for each
+    partition. CreateTopics answers once the topic is in the answering broker's view; the others
+    learn of it from ZooKeeper a moment later, as in Kafka."""
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+    )
+    deadline = time.monotonic() + TIMEOUT
+    views: list[dict[int, int]] = []
+    for broker in cluster.brokers:
+        while True:
+            with WireConnection(*broker.address) as conn:
+                (found,) = conn.request(request, 8).topics
+            leaders = {p.partition_index: p.leader_id for p in found.partitions}
+            if found.error_code == ErrorCode.NONE and len(leaders) == partitions and min(leaders.values()) >= 0:
+                views.append(leaders)
+                break
+            assert time.monotonic() < deadline, f"broker {broker.broker_id} does not know {topic} yet: {found}"
+            time.sleep(0.05)
+    assert all(view == views[0] for view in views), views
+    return views[0]
+
+
+def broker_by_id(cluster: Cluster, broker_id: int) -> BrokerProcess:
+    return next(b for b in cluster.brokers if b.broker_id == broker_id)
+
+
+def stored_batches(broker: BrokerProcess, topic: str, partition: int, end_offset: int) -> Iterator[BatchHeader]:
+    """The headers of the batches ``broker`` stores for the partition, up to ``end_offset``."""
+    offset = 0
+    with WireConnection(*broker.address) as conn:
+        while offset < end_offset:
+            request = FetchRequest(
+                max_wait_ms=0,
+                topics=[
+                    FetchRequest.FetchTopic(
+                        topic=topic,
+                        partitions=[
+                            FetchRequest.FetchPartition(
+                                partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20
+                            )
+                        ],
+                    )
+                ],
+            )
+            (data,) = conn.request(request, 11).responses[0].partitions
+            assert data.error_code == ErrorCode.NONE, data
+            buf = bytes(data.records or b"")
+            assert buf, f"nothing served at offset {offset}, below {end_offset}"
+            for _, header in iter_batches(buf):
+                yield header
+                offset = header.next_offset
