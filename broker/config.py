@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .group.config import GroupConfig
 from .log.config import LogConfig
 
 
@@ -57,6 +58,7 @@ class BrokerConfig:
     # for transports sendfile cannot reach).
     sendfile: bool = True
     log: LogConfig = field(default_factory=LogConfig)
+    group: GroupConfig = field(default_factory=GroupConfig)
 
 
 def _int(name: str, value: Any) -> int:
@@ -82,7 +84,8 @@ def _str(name: str, value: Any) -> str:
     return value
 
 
-# key -> (attribute of BrokerConfig or "log.<attribute>" of LogConfig, converter)
+# key -> (attribute of BrokerConfig, "log.<attribute>" of LogConfig or "group.<attribute>" of
+# GroupConfig, converter)
 _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "id": ("broker_id", _int),
     "listen": ("listen", parse_host_port),
@@ -105,6 +108,14 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "log.flush.interval.ms": ("log.flush_ms", _int),
     "log.retention.ms": ("log.retention_ms", _int),
     "log.retention.bytes": ("log.retention_bytes", _int),
+    "group.initial.rebalance.delay.ms": ("group.initial_rebalance_delay_ms", _int),
+    "group.min.session.timeout.ms": ("group.min_session_timeout_ms", _int),
+    "group.max.session.timeout.ms": ("group.max_session_timeout_ms", _int),
+    "offsets.topic.num.partitions": ("group.offsets_topic_partitions", _int),
+    "offsets.topic.segment.bytes": ("group.offsets_topic_segment_bytes", _int),
+    "offsets.retention.minutes": ("group.offsets_retention_minutes", _int),
+    "offsets.retention.check.interval.ms": ("group.offsets_retention_check_interval_ms", _int),
+    "offset.metadata.max.bytes": ("group.offset_metadata_max_bytes", _int),
 }
 REQUIRED = ("id", "listen", "data-dir", "zookeeper")
 
@@ -143,10 +154,11 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
             raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
 
     top: dict[str, Any] = {}
-    log: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}}
     for name, value in settings.items():
         attr, convert = _SETTINGS[name]
-        target, attr = (log, attr[4:]) if attr.startswith("log.") else (top, attr)
+        section, dot, rest = attr.partition(".")
+        target, attr = (sections[section], rest) if dot else (top, attr)
         target[attr] = convert(name, value)
 
     if top["broker_id"] < 0:
@@ -160,4 +172,8 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
         if listen.host in ("0.0.0.0", "::", ""):
             raise ConfigError("setting 'advertise' is missing: 'listen' binds every address, so clients need a name")
         top["advertise"] = listen
-    return BrokerConfig(log=LogConfig(**log), **top)
+    try:
+        group = GroupConfig(**sections["group"])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return BrokerConfig(log=LogConfig(**sections["log"]), group=group, **top)

@@ -99,7 +99,9 @@ async def _handle_requests(
 
 async def _respond(ctx: RequestContext, frame: bytes) -> list[bytes | Sized] | None:
     envelope = ctx.envelope
-    if not is_supported(envelope.api_key, envelope.api_version):
+    # An API in the codec's supported table but without a handler yet is not
+    # advertised either: the client gets what any unknown API gets.
+    if not is_supported(envelope.api_key, envelope.api_version) or envelope.api_key not in HANDLERS:
         if envelope.api_key == ApiKey.API_VERSIONS:
             body = unsupported_api_versions_response(ctx)
             return encode_response_parts(body, 0, envelope.correlation_id)

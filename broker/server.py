@@ -82,6 +82,10 @@ async def run(
             await nursery.start(registry.run)
             broker = Broker(config, registry, logs)
             await nursery.start(_follow_assignments, broker)
+            # The coordinator loads the __consumer_offsets partitions this broker leads;
+            # until a partition is loaded its groups get COORDINATOR_LOAD_IN_PROGRESS.
+            await nursery.start(broker.groups.run)
+            await nursery.start(broker.groups.follow_leadership, registry)
             nursery.start_soon(_flush_scheduler, broker)
             nursery.start_soon(_retention_scheduler, broker)
             listeners: list[trio.SocketListener] = await nursery.start(

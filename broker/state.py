@@ -7,6 +7,10 @@ from protocol.messages import ApiVersionsResponse
 from .cluster.model import ClusterSnapshot
 from .cluster.registry import ClusterRegistry
 from .config import BrokerConfig
+from .group.coordinator import GroupCoordinator
+from .group.offsets_topic import OffsetsTopic
+from .group.service import GroupService
+from .group.storage import OffsetsLogStorage
 from .handlers import HANDLERS
 from .handlers.api_versions import advertised
 from .log.manager import LogManager
@@ -38,6 +42,10 @@ class Broker:
         self.logs = logs
         self.partitions = PartitionManager(config.broker_id, logs)
         self.producer_ids = ProducerIds(registry)
+        self.groups = GroupService(
+            GroupCoordinator(config.group), OffsetsLogStorage(self.partitions, lambda: registry.snapshot)
+        )
+        self.offsets_topic = OffsetsTopic(registry, config.group)
         self.api_versions: list[ApiVersionsResponse.ApiVersion] = advertised(HANDLERS)
 
     @property

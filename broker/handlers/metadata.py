@@ -15,6 +15,7 @@ from protocol.messages import MetadataRequest, MetadataResponse
 from ..cluster.errors import ClusterError, TopicExistsError
 from ..cluster.model import ClusterSnapshot, TopicInfo
 from ..context import RequestContext
+from ..group.placement import OFFSETS_TOPIC
 from ..topics import colliding_topics, topic_name_error
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,10 @@ def _topic(snapshot: ClusterSnapshot, info: TopicInfo) -> MetadataResponse.Metad
 
 async def _auto_create(ctx: RequestContext, name: str) -> None:
     broker = ctx.broker
+    if name == OFFSETS_TOPIC:
+        # Created as the coordinator needs it (partition count, never deleted), not as a user topic.
+        await broker.offsets_topic.ensure()
+        return
     try:
         await broker.registry.create_topic(name, broker.config.default_partitions, {})
     except TopicExistsError:

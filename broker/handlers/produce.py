@@ -21,6 +21,7 @@ from protocol.errors import ProtocolError, UnsupportedMagicError
 from protocol.messages import ProduceRequest, ProduceResponse
 
 from ..context import CloseConnection, RequestContext
+from ..group.placement import OFFSETS_TOPIC
 from ..log.errors import LogError
 from ..partitions import Partition
 
@@ -63,6 +64,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             error = ErrorCode.NONE
             if request.acks not in (0, 1, -1):
                 error = ErrorCode.INVALID_REQUIRED_ACKS
+            elif topic.name == OFFSETS_TOPIC:
+                # Only the group coordinator writes there (as in Kafka): a foreign record
+                # would be read back as group state.
+                error = ErrorCode.INVALID_TOPIC_EXCEPTION
             elif data.records is None:
                 error = ErrorCode.CORRUPT_MESSAGE
             if error:

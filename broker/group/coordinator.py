@@ -1,0 +1,442 @@
+"""The group coordinator of one broker, as a sans-IO state machine.
+
+It coordinates the groups whose ``__consumer_offsets`` partition this broker
+leads. Inputs are method calls carrying the current time (milliseconds) and, for
+requests that may have to wait (JoinGroup, SyncGroup, OffsetCommit), a ticket;
+outputs are results and :mod:`effects <.messages>`: replies completing tickets
+and records to append. Nothing here sleeps, reads a clock or touches a file, so
+tests drive it with a fake clock (see ``tests/broker/group``) and
+:mod:`.service` drives it with trio.
+
+Ownership of offsets partitions follows the cluster: the driver calls
+:meth:`begin_loading` when this broker becomes a partition's leader, feeds the
+partition's records to :meth:`finish_loading`, and calls :meth:`unload` when the
+leadership goes. Requests for groups of a partition being loaded get
+COORDINATOR_LOAD_IN_PROGRESS; of a partition not led here, NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Collection, Iterable
+from enum import Enum
+
+from protocol.error_codes import ErrorCode
+
+from .config import GroupConfig
+from .group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
+from .member import Ticket
+from .membership import Membership
+from .messages import (
+    CommitRequest,
+    CommitResult,
+    Effect,
+    FetchResult,
+    GroupSummary,
+    JoinRequest,
+    JoinResult,
+    LeaveResult,
+    LeavingMember,
+    ListedGroup,
+    MemberSummary,
+    SyncRequest,
+    SyncResult,
+)
+from .offsets import OffsetAndMetadata, TopicPartition
+from .placement import partition_for
+from .records import (
+    GroupKey,
+    OffsetKey,
+    RecordFormatError,
+    StoredGroup,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_offset_key,
+    encode_offset_value,
+)
+from .runtime import Runtime, offset_store_error
+
+log = logging.getLogger(__name__)
+
+EXPIRE_OFFSETS = ("expire-offsets",)
+
+
+class _Loading(Enum):
+    LOADING = "loading"
+    LOADED = "loaded"
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, *, new_id_suffix: Callable[[], str] | None = None) -> None:
+        self.config = config
+        self.rt = Runtime(config, new_id_suffix) if new_id_suffix is not None else Runtime(config)
+        self.membership = Membership(self.rt)
+        self.groups: dict[str, Group] = {}
+        self.partition_count = config.offsets_topic_partitions
+        self._partitions: dict[int, tuple[_Loading, int]] = {}
+        self._load_tokens = 0
+
+    # --- where groups live --------------------------------------------------------------
+
+    def set_partition_count(self, count: int) -> None:
+        """The actual partition count of ``__consumer_offsets`` (it may have been created
+        with another setting than this broker's)."""
+        self.partition_count = count
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.partition_count)
+
+    @property
+    def owned_partitions(self) -> frozenset[int]:
+        return frozenset(self._partitions)
+
+    def is_loading(self, partition: int) -> bool:
+        entry = self._partitions.get(partition)
+        return entry is not None and entry[0] is _Loading.LOADING
+
+    def _status(self, group_id: str, *, allow_empty_id: bool = False) -> ErrorCode | None:
+        """Kafka's validateGroupStatus: whether this broker can serve the group now."""
+        if not group_id and not allow_empty_id:
+            return ErrorCode.INVALID_GROUP_ID
+        entry = self._partitions.get(self.partition_for(group_id))
+        if entry is None:
+            return ErrorCode.NOT_COORDINATOR
+        if entry[0] is _Loading.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    # --- loading --------------------------------------------------------------------------
+
+    def begin_loading(self, partition: int) -> int:
+        """This broker now leads ``partition``: refuse its groups until loaded. Returns
+        the token :meth:`finish_loading` must present (a load that outlived its
+        leadership is then ignored)."""
+        self._load_tokens += 1
+        self._partitions[partition] = (_Loading.LOADING, self._load_tokens)
+        return self._load_tokens
+
+    def finish_loading(
+        self, now_ms: int, partition: int, token: int, records: Iterable[tuple[bytes, bytes | None]]
+    ) -> list[Effect]:
+        """Rebuild the partition's groups and offsets from its records, in log order."""
+        self.rt.begin(now_ms)
+        if self._partitions.get(partition) != (_Loading.LOADING, token):
+            return self.rt.take()
+        stored: dict[str, StoredGroup | None] = {}
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata | None]] = {}
+        skipped = 0
+        for key_bytes, value_bytes in records:
+            try:
+                key = decode_key(key_bytes)
+                if isinstance(key, OffsetKey):
+                    value = decode_offset_value(value_bytes) if value_bytes is not None else None
+                    offsets.setdefault(key.group, {})[key.topic, key.partition] = value
+                elif isinstance(key, GroupKey):
+                    stored[key.group] = decode_group_value(value_bytes) if value_bytes is not None else None
+            except RecordFormatError as exc:
+                skipped += 1
+                log.warning("__consumer_offsets-%d: skipping a record: %s", partition, exc)
+        for group_id in sorted(set(stored) | set(offsets)):
+            group_metadata = stored.get(group_id)
+            committed = {tp: v for tp, v in offsets.get(group_id, {}).items() if v is not None}
+            if group_metadata is None and not committed:
+                continue  # deleted
+            if group_metadata is not None:
+                group = Group.from_stored(group_id, partition, group_metadata, self.rt.now_ms)
+            else:
+                group = Group(group_id, partition, self.rt.now_ms)
+            for tp, value in committed.items():
+                group.offsets.load(tp, value)
+            self.groups[group_id] = group
+            self.membership.loaded(group)
+        self._partitions[partition] = (_Loading.LOADED, token)
+        if EXPIRE_OFFSETS not in self.rt.timers:
+            self.rt.timers.schedule(EXPIRE_OFFSETS, self.rt.now_ms + self.config.offsets_retention_check_interval_ms)
+        loaded = sum(1 for g in self.groups.values() if g.partition == partition)
+        log.info("__consumer_offsets-%d loaded: %d groups (%d unreadable records)", partition, loaded, skipped)
+        return self.rt.take()
+
+    def unload(self, now_ms: int, partition: int) -> list[Effect]:
+        self.rt.begin(now_ms)
+        if self._partitions.pop(partition, None) is not None:
+            for group_id, group in list(self.groups.items()):
+                if group.partition == partition:
+                    self.membership.unload(group)
+                    del self.groups[group_id]
+            log.info("__consumer_offsets-%d unloaded", partition)
+        return self.rt.take()
+
+    # --- the membership APIs ---------------------------------------------------------------
+
+    def join(self, now_ms: int, ticket: Ticket, req: JoinRequest) -> list[Effect]:
+        self.rt.begin(now_ms)
+        error = self._status(req.group_id)
+        if error is None and not (
+            self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms
+        ):
+            error = ErrorCode.INVALID_SESSION_TIMEOUT
+        group = self.groups.get(req.group_id)
+        if error is None and group is None:
+            if req.member_id:
+                error = ErrorCode.UNKNOWN_MEMBER_ID
+            else:
+                group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id), now_ms)
+        if error is not None or group is None:
+            self.rt.reply(ticket, JoinResult(error or ErrorCode.UNKNOWN_SERVER_ERROR, req.member_id))
+        else:
+            self.membership.join(group, ticket, req)
+        return self.rt.take()
+
+    def sync(self, now_ms: int, ticket: Ticket, req: SyncRequest) -> list[Effect]:
+        self.rt.begin(now_ms)
+        error = self._status(req.group_id)
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # The rebalance's state is lost with the old coordinator: the member must
+            # rejoin, and older clients do not know the loading error here.
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        group = self.groups.get(req.group_id)
+        if error is None and group is None:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        if error is not None or group is None:
+            self.rt.reply(ticket, SyncResult(error or ErrorCode.UNKNOWN_SERVER_ERROR))
+        else:
+            self.membership.sync(group, ticket, req)
+        return self.rt.take()
+
+    def heartbeat(
+        self, now_ms: int, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> tuple[ErrorCode, list[Effect]]:
+        self.rt.begin(now_ms)
+        error = self._status(group_id)
+        group = self.groups.get(group_id)
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            error = ErrorCode.NONE  # as Kafka: nothing to check yet, and nothing is lost by waiting
+        elif error is None:
+            if group is None:
+                error = ErrorCode.UNKNOWN_MEMBER_ID
+            else:
+                error = self.membership.heartbeat(group, generation_id, member_id, group_instance_id)
+        return error, self.rt.take()
+
+    def leave(self, now_ms: int, group_id: str, leaving: list[LeavingMember]) -> tuple[LeaveResult, list[Effect]]:
+        self.rt.begin(now_ms)
+        error = self._status(group_id)
+        group = self.groups.get(group_id)
+        if error is not None:
+            result = LeaveResult(error)
+        elif group is None:
+            result = LeaveResult(ErrorCode.NONE, tuple((who, ErrorCode.UNKNOWN_MEMBER_ID) for who in leaving))
+        else:
+            result = self.membership.leave(group, leaving)
+        return result, self.rt.take()
+
+    # --- offsets ----------------------------------------------------------------------------
+
+    def commit(self, now_ms: int, ticket: Ticket, req: CommitRequest) -> list[Effect]:
+        self.rt.begin(now_ms)
+        errors = dict(req.refused)
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in req.offsets.items():
+            if len(value.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                expire = now_ms + req.retention_ms if req.retention_ms >= 0 else None
+                offsets[tp] = dataclasses.replace(value, commit_timestamp=now_ms, expire_timestamp=expire)
+        error = self._status(req.group_id, allow_empty_id=True)
+        group = self.groups.get(req.group_id)
+        if error is None and group is None:
+            if req.generation_id < 0:
+                # Offsets stored for a consumer that does not use group management.
+                group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id), now_ms)
+            else:
+                error = ErrorCode.ILLEGAL_GENERATION
+        if error is None and group is not None:
+            error = self._validate_commit(group, req)
+        if error is not None or group is None:
+            errors.update(dict.fromkeys(offsets, error or ErrorCode.UNKNOWN_SERVER_ERROR))
+            self.rt.reply(ticket, CommitResult(errors))
+        else:
+            if group.is_(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+                self.membership.touch(group, req.member_id)
+            self._store_offsets(group, ticket, offsets, errors)
+        return self.rt.take()
+
+    def _validate_commit(self, group: Group, req: CommitRequest) -> ErrorCode | None:
+        """Kafka's validateOffsetCommit, then the state check of doCommitOffsets."""
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if req.generation_id < 0 and group.is_(GroupState.EMPTY):
+            return None  # a simple consumer or an admin tool: no membership to check
+        error: ErrorCode | None = None
+        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
+            error = self.membership.validate_member(group, req.member_id, req.group_instance_id)
+            if error is None and req.generation_id != group.generation:
+                error = ErrorCode.ILLEGAL_GENERATION
+        elif not group.is_(GroupState.EMPTY):
+            error = ErrorCode.UNKNOWN_MEMBER_ID  # only members commit for a group that has them
+        if error is None and group.is_(GroupState.COMPLETING_REBALANCE):
+            # The member knows the new generation but has no assignment yet.
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        return error
+
+    def _store_offsets(
+        self,
+        group: Group,
+        ticket: Ticket,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        errors: dict[TopicPartition, ErrorCode],
+    ) -> None:
+        if not offsets:
+            self.rt.reply(ticket, CommitResult(errors))
+            return
+        records = [
+            (encode_offset_key(group.group_id, topic, partition), encode_offset_value(value))
+            for (topic, partition), value in offsets.items()
+        ]
+        group.offsets.begin_commit(offsets)
+
+        def written(error: ErrorCode) -> None:
+            group.offsets.end_commit(offsets, written=error == ErrorCode.NONE and not group.is_(GroupState.DEAD))
+            outcome = offset_store_error(error)
+            self.rt.reply(ticket, CommitResult({**errors, **dict.fromkeys(offsets, outcome)}))
+
+        self.rt.write(group.partition, records, written)
+
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> FetchResult:
+        """Committed offsets (None where nothing is committed); ``partitions`` None: all."""
+        error = self._status(group_id, allow_empty_id=True)
+        if error is not None:
+            return FetchResult(error)
+        group = self.groups.get(group_id)
+        if partitions is None:
+            return FetchResult(ErrorCode.NONE, dict(group.offsets) if group is not None else {})
+        return FetchResult(
+            ErrorCode.NONE, {tp: group.offsets.get(tp) if group is not None else None for tp in partitions}
+        )
+
+    def _expire_offsets(self) -> None:
+        now = self.rt.now_ms
+        retention = self.config.offsets_retention_ms
+
+        def expired(group: Group) -> list[TopicPartition]:
+            if group.protocol_type is None:
+                return group.offsets.expired(now, retention, base_timestamp=None)
+            if group.is_(GroupState.EMPTY):
+                return group.offsets.expired(now, retention, base_timestamp=group.state_timestamp)
+            if (
+                group.protocol_type == CONSUMER_PROTOCOL_TYPE
+                and group.is_(GroupState.STABLE)
+                and group.subscribed_topics is not None
+            ):
+                return group.offsets.expired(now, retention, base_timestamp=None, keep_topics=group.subscribed_topics)
+            return []
+
+        removed = self._delete_offsets(expired)
+        if removed:
+            log.info("expired %d committed offsets", removed)
+
+    def remove_topic_offsets(self, now_ms: int, topics: Collection[str]) -> list[Effect]:
+        """Topics deleted from the cluster take their committed offsets with them (as in
+        Kafka), so a topic created again under the same name starts from scratch."""
+        self.rt.begin(now_ms)
+        removed = self._delete_offsets(lambda group: [tp for tp, _ in group.offsets if tp[0] in topics])
+        if removed:
+            log.info("removed %d committed offsets of deleted topics %s", removed, sorted(topics))
+        return self.rt.take()
+
+    def _delete_offsets(self, select: Callable[[Group], list[TopicPartition]]) -> int:
+        """Removes the offsets ``select`` picks, writing their tombstones; a group left
+        Empty without offsets is removed (Dead) with them. Returns how many went."""
+        now = self.rt.now_ms
+        tombstones: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        removed = 0
+        for group_id, group in list(self.groups.items()):
+            due = select(group)
+            group.offsets.remove(due)
+            out = tombstones.setdefault(group.partition, [])
+            out += [(encode_offset_key(group_id, topic, partition), None) for topic, partition in due]
+            removed += len(due)
+            if group.is_(GroupState.EMPTY) and group.offsets.empty:
+                group.transition(GroupState.DEAD, now)
+                del self.groups[group_id]
+                if group.generation > 0:  # a group that only stored offsets never wrote metadata
+                    out.append((encode_group_key(group_id), None))
+                log.info("group %s is empty and has no offsets left: removed", group_id)
+        for partition, records in sorted(tombstones.items()):
+            if records:
+                self.rt.write(partition, records)
+        return removed
+
+    # --- describing -------------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> GroupSummary:
+        error = self._status(group_id, allow_empty_id=True)
+        if error is not None:
+            return GroupSummary(error, group_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            return GroupSummary(ErrorCode.NONE, group_id, GroupState.DEAD.value)
+        stable = group.is_(GroupState.STABLE) and group.protocol_name is not None
+        members = tuple(
+            MemberSummary(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(group.protocol_name) if stable and group.protocol_name is not None else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        protocol = group.protocol_name if stable and group.protocol_name is not None else ""
+        return GroupSummary(ErrorCode.NONE, group_id, group.state.value, group.protocol_type or "", protocol, members)
+
+    def list_groups(self) -> tuple[ErrorCode, list[ListedGroup]]:
+        loading = any(state is _Loading.LOADING for state, _ in self._partitions.values())
+        groups = [
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self.groups.values()
+            if not g.is_(GroupState.DEAD)
+        ]
+        return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE), groups
+
+    # --- time and storage --------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        """When :meth:`advance` next has something to do (ms), or None."""
+        return self.rt.timers.next_deadline()
+
+    def advance(self, now_ms: int) -> list[Effect]:
+        """Fire every timer due at ``now_ms``."""
+        self.rt.begin(now_ms)
+        while (key := self.rt.timers.pop_due(self.rt.now_ms)) is not None:
+            self._fire(key)
+        return self.rt.take()
+
+    def _fire(self, key: object) -> None:
+        if key == EXPIRE_OFFSETS:
+            self._expire_offsets()
+            self.rt.timers.schedule(EXPIRE_OFFSETS, self.rt.now_ms + self.config.offsets_retention_check_interval_ms)
+            return
+        assert isinstance(key, tuple)
+        kind, group_id, *rest = key
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        if kind == "heartbeat":
+            self.membership.on_heartbeat_timeout(group, rest[0])
+        elif kind == "pending":
+            self.membership.on_pending_timeout(group, rest[0])
+        elif kind == "join":
+            self.membership.on_join_timeout(group)
+        elif kind == "sync":
+            self.membership.on_sync_timeout(group)
+
+    def write_completed(self, now_ms: int, write_id: int, error: ErrorCode) -> list[Effect]:
+        """The driver appended (or failed to append) the records of a :class:`Write`."""
+        self.rt.begin(now_ms)
+        self.rt.complete_write(write_id, error)
+        return self.rt.take()

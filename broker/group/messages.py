@@ -1,0 +1,164 @@
+"""What goes into the coordinator's state machine and what comes out of it.
+
+Requests come in as plain values (no wire messages: the handlers translate).
+Out come results, and effects for the driver to carry out:
+
+- :class:`Reply`: complete a waiting request (JoinGroup, SyncGroup, OffsetCommit)
+  with its result. Requests that can be answered at once are answered the same way,
+  in the effects of the call that made them.
+- :class:`Write`: append records to a ``__consumer_offsets`` partition, then report
+  the outcome with ``GroupCoordinator.write_completed(write_id, error)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from protocol.error_codes import ErrorCode
+
+from .member import Protocols, Ticket
+from .offsets import OffsetAndMetadata, TopicPartition
+
+# --- requests -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: Protocols
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    #: JoinGroup v4+: a new dynamic member first gets MEMBER_ID_REQUIRED and its id.
+    require_known_member_id: bool = True
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    #: member id -> assignment; the leader's only (followers send none).
+    assignments: dict[str, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    generation_id: int
+    #: Their commit timestamp is the coordinator's to set.
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+    #: Partitions already refused by the handler (unknown topic...): answered as given.
+    refused: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+    #: OffsetCommit v2-4 may ask to keep these offsets this long (-1: the broker's rules).
+    retention_ms: int = -1
+
+
+# --- results --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    #: Every member's metadata, for the leader only.
+    members: tuple[JoinedMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    errors: dict[TopicPartition, ErrorCode]
+
+
+@dataclass(frozen=True, slots=True)
+class LeavingMember:
+    member_id: str
+    group_instance_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveResult:
+    error: ErrorCode
+    #: (member, its error), in request order.
+    members: tuple[tuple[LeavingMember, ErrorCode], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    error: ErrorCode
+    #: None: nothing committed for that partition.
+    offsets: dict[TopicPartition, OffsetAndMetadata | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    error: ErrorCode
+    group_id: str
+    state: str = ""
+    protocol_type: str = ""
+    protocol: str = ""
+    members: tuple[MemberSummary, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+# --- effects ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    ticket: Ticket
+    result: JoinResult | SyncResult | CommitResult
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    write_id: int
+    #: The ``__consumer_offsets`` partition.
+    partition: int
+    #: (key, value) pairs; a None value is a tombstone.
+    records: tuple[tuple[bytes, bytes | None], ...]
+
+
+Effect = Reply | Write

@@ -1,0 +1,75 @@
+"""``__consumer_offsets`` in the cluster: created on first need, as Kafka does it when
+a client first looks for a coordinator, and where a group's coordinator is."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import trio
+
+from protocol.error_codes import ErrorCode
+
+from ..cluster.errors import ClusterError, TopicExistsError
+from ..cluster.model import BrokerInfo
+from ..cluster.registry import ClusterRegistry
+from .config import GroupConfig
+from .placement import OFFSETS_TOPIC, partition_for
+
+log = logging.getLogger(__name__)
+
+#: How long a FindCoordinator waits for the topic to be created before answering
+#: COORDINATOR_NOT_AVAILABLE (the client then asks again).
+CREATE_TIMEOUT_S = 10.0
+
+
+def offsets_topic_config(config: GroupConfig) -> dict[str, str]:
+    # Kafka compacts the topic; our log does not, so "compact" here means "never
+    # delete" (see LogConfig.cleanup_policy), and retention is infinite besides.
+    return {
+        "cleanup.policy": "compact",
+        "retention.ms": "-1",
+        "segment.bytes": str(config.offsets_topic_segment_bytes),
+    }
+
+
+class OffsetsTopic:
+    def __init__(self, registry: ClusterRegistry, config: GroupConfig) -> None:
+        self._registry = registry
+        self._config = config
+        # One creation at a time from this broker; the others wait and find the topic.
+        self._lock = trio.Lock()
+
+    async def ensure(self) -> bool:
+        """Creates the topic if it does not exist yet; whether it exists now."""
+        if OFFSETS_TOPIC in self._registry.snapshot.topics:
+            return True
+        async with self._lock:
+            if OFFSETS_TOPIC in self._registry.snapshot.topics:
+                return True
+            partitions = self._config.offsets_topic_partitions
+            try:
+                await self._registry.create_topic(
+                    OFFSETS_TOPIC, partitions, offsets_topic_config(self._config), timeout=CREATE_TIMEOUT_S
+                )
+                log.info("created %s with %d partitions", OFFSETS_TOPIC, partitions)
+            except TopicExistsError:
+                # Another broker creates it: wait until this broker sees it.
+                with contextlib.suppress(TimeoutError):
+                    await self._registry.wait_for(lambda s: OFFSETS_TOPIC in s.topics, CREATE_TIMEOUT_S)
+            except (ClusterError, TimeoutError) as exc:
+                log.warning("creating %s failed: %s", OFFSETS_TOPIC, exc)
+        return OFFSETS_TOPIC in self._registry.snapshot.topics
+
+    async def coordinator_for(self, group_id: str) -> tuple[ErrorCode, BrokerInfo | None]:
+        """The leader of the group's partition, or COORDINATOR_NOT_AVAILABLE."""
+        if not await self.ensure():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        snapshot = self._registry.snapshot
+        info = snapshot.topics.get(OFFSETS_TOPIC)
+        if info is None or not info.partitions:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        leader = snapshot.leader_for(OFFSETS_TOPIC, partition_for(group_id, len(info.partitions)))
+        if leader is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return ErrorCode.NONE, leader

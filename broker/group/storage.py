@@ -1,0 +1,119 @@
+"""The coordinator's records in the ``__consumer_offsets`` logs this broker leads:
+appended as record batches like any producer's, and read back whole when the
+broker takes over a partition.
+
+The topic is not compacted (the log has no cleaner): every commit stays in it,
+so loading reads everything the partition ever received. Its retention is
+infinite, so nothing a group still needs is ever deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import trio
+
+from protocol.error_codes import ErrorCode
+from protocol.errors import ProtocolError
+from protocol.records import build_batch, iter_batches, iter_records
+
+from ..cluster.model import ClusterSnapshot
+from ..log.errors import LogError
+from ..log.log import PartitionLog
+from ..log.reads import ReadResult
+from ..partitions import PartitionManager
+from .placement import OFFSETS_TOPIC
+
+log = logging.getLogger(__name__)
+
+Records = list[tuple[bytes, bytes | None]]
+
+#: Bytes read per step while loading a partition.
+LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+class StorageError(Exception):
+    """The partition cannot be read (not led here, gone, closed)."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class Storage(Protocol):
+    """What the driver needs of the offsets logs (tests substitute an in-memory one)."""
+
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> ErrorCode: ...
+
+    async def flush(self) -> None: ...
+
+    async def read(self, partition: int) -> Records: ...
+
+
+class OffsetsLogStorage:
+    def __init__(self, partitions: PartitionManager, snapshot: Callable[[], ClusterSnapshot]) -> None:
+        self._partitions = partitions
+        self._snapshot = snapshot
+        self._unflushed: set[PartitionLog] = set()
+
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> ErrorCode:
+        """Appends the records as one batch (so a commit of many partitions is all or
+        nothing); returns the error code of a refusal."""
+        target = self._partitions.lookup(self._snapshot(), OFFSETS_TOPIC, partition)
+        if isinstance(target, ErrorCode):
+            return target
+        batch = build_batch((key, value, (), now_ms) for key, value in records)
+        try:
+            target.log.append(batch, target.leader_epoch, now_ms)
+        except LogError as exc:
+            log.warning("%s-%d: append refused: %s", OFFSETS_TOPIC, partition, exc)
+            return exc.error_code
+        target.notify_appended()
+        if target.log.needs_flush(int(time.time() * 1000)):
+            self._unflushed.add(target.log)
+        return ErrorCode.NONE
+
+    async def flush(self) -> None:
+        """fsync what the flush policy says must be on disk before it is acknowledged."""
+        logs, self._unflushed = self._unflushed, set()
+        for partition_log in logs:
+            await trio.to_thread.run_sync(partition_log.flush)
+
+    async def read(self, partition: int) -> Records:
+        """Every (key, value) of the partition, in log order."""
+        target = self._partitions.lookup(self._snapshot(), OFFSETS_TOPIC, partition)
+        if isinstance(target, ErrorCode):
+            raise StorageError(target, f"{OFFSETS_TOPIC}-{partition}: {target.name}")
+        plog = target.log
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        records: Records = []
+        while offset < end:
+            try:
+                result = plog.read(offset, LOAD_CHUNK_BYTES, max_offset=end)
+            except LogError as exc:
+                raise StorageError(exc.error_code, f"{OFFSETS_TOPIC}-{partition}: {exc}") from exc
+            try:
+                if not result.size:
+                    break
+                # Disk reads and decoding off the event loop: a partition may hold a lot.
+                records += await trio.to_thread.run_sync(_decode, result)
+                offset = result.next_offset
+            finally:
+                result.close()
+        return records
+
+
+def _decode(result: ReadResult) -> Records:
+    data = result.read_bytes()
+    out: Records = []
+    for pos, header in iter_batches(data):
+        if header.is_control:
+            continue
+        try:
+            out += [(r.key, r.value) for r in iter_records(data, pos) if r.key is not None]
+        except ProtocolError as exc:
+            log.warning("%s: skipping a batch at offset %d: %s", OFFSETS_TOPIC, header.base_offset, exc)
+    return out

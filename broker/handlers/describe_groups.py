@@ -1,0 +1,33 @@
+"""DescribeGroups: state, protocol and members of groups this broker coordinates."""
+
+from __future__ import annotations
+
+from protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
+
+from ..context import RequestContext
+from ..group.messages import GroupSummary
+
+
+def _described(summary: GroupSummary) -> DescribeGroupsResponse.DescribedGroup:
+    return DescribeGroupsResponse.DescribedGroup(
+        error_code=summary.error,
+        group_id=summary.group_id,
+        group_state=summary.state,
+        protocol_type=summary.protocol_type,
+        protocol_data=summary.protocol,
+        members=[
+            DescribeGroupsResponse.DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata,
+                member_assignment=m.assignment,
+            )
+            for m in summary.members
+        ],
+    )
+
+
+async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    return DescribeGroupsResponse(groups=[_described(ctx.broker.groups.describe(g)) for g in request.groups])

@@ -1,0 +1,37 @@
+"""FindCoordinator: the broker leading the group's ``__consumer_offsets`` partition.
+
+The topic is created on the first request, as Kafka does. Transaction
+coordinators do not exist here (transactions are not supported).
+"""
+
+from __future__ import annotations
+
+from protocol.error_codes import ErrorCode
+from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+
+from ..context import RequestContext
+
+GROUP_KEY_TYPE = 0
+
+
+async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    if request.key_type != GROUP_KEY_TYPE:
+        return FindCoordinatorResponse(
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            error_message="transactions are not supported",
+            node_id=-1,
+            host="",
+            port=-1,
+        )
+    error, coordinator = await ctx.broker.offsets_topic.coordinator_for(request.key)
+    if coordinator is None:
+        return FindCoordinatorResponse(
+            error_code=error, error_message=error.name, node_id=-1, host="", port=-1
+        )
+    return FindCoordinatorResponse(
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        node_id=coordinator.id,
+        host=coordinator.host,
+        port=coordinator.port,
+    )

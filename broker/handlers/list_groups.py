@@ -1,0 +1,18 @@
+"""ListGroups: the groups this broker coordinates (admin clients ask every broker)."""
+
+from __future__ import annotations
+
+from protocol.messages import ListGroupsRequest, ListGroupsResponse
+
+from ..context import RequestContext
+
+
+async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
+    error, groups = ctx.broker.groups.list_groups()
+    return ListGroupsResponse(
+        error_code=error,
+        groups=[
+            ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
+            for g in groups
+        ],
+    )

@@ -1,0 +1,26 @@
+"""SyncGroup: the leader hands in the assignment; every member waits for its share."""
+
+from __future__ import annotations
+
+from protocol.messages import SyncGroupRequest, SyncGroupResponse
+
+from ..context import RequestContext
+from ..group.messages import SyncRequest
+
+
+async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
+    result = await ctx.broker.groups.sync(
+        SyncRequest(
+            group_id=request.group_id,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id,
+            assignments={a.member_id: a.assignment for a in request.assignments},
+        )
+    )
+    return SyncGroupResponse(
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
