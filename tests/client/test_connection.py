@@ -1,0 +1,293 @@
+"""One broker connection: pipelining, in-flight bound, timeouts, failures, cancellation, sockets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from client.admin import Admin
+from client.cluster import Cluster as KafkaCluster
+from client.config import ClientConfig
+from client.connection import BrokerConnection, connect, open_on_stream
+from client.errors import KafkaConnectionError, RequestTimedOutError
+from client.raw import RawClient
+from protocol.headers import RequestEnvelope
+from protocol.messages import ApiKey, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse
+from protocol.records import build_batch
+from tests.fixtures.brokers import Cluster
+from tests.fixtures.ports import free_port
+
+from .conftest import topic_name
+from .fake_broker import FakeBroker, HangUp
+
+PARTITIONS = 12
+
+
+async def _create_and_fill(cluster: Cluster, topic: str) -> None:
+    """A topic whose partition p holds p records (one batch each)."""
+    async with KafkaCluster(cluster.bootstrap) as client:
+        await Admin(client).create_topic(topic, PARTITIONS)
+        raw = RawClient(client)
+        for p in range(PARTITIONS):
+            for i in range(p):
+                await raw.produce_partition(topic, p, build_batch([(None, b"%d-%d" % (p, i), (), None)]))
+
+
+async def test_many_concurrent_requests_on_one_connection_get_their_own_responses(single_broker: Cluster) -> None:
+    topic = topic_name("pipeline")
+    await _create_and_fill(single_broker, topic)
+    host, port = single_broker.brokers[0].address
+    config = ClientConfig(max_in_flight=5)
+    answers: dict[int, int] = {}
+    peak = 0
+    async with connect(host, port, config=config, broker=1) as conn:
+
+        async def ask(i: int) -> None:
+            nonlocal peak
+            partition = i % PARTITIONS
+            request = ListOffsetsRequest(
+                replica_id=-1,
+                topics=[
+                    ListOffsetsRequest.ListOffsetsTopic(
+                        name=topic,
+                        partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=partition, timestamp=-1)],
+                    )
+                ],
+            )
+            response: ListOffsetsResponse = await conn.request(request)
+            peak = max(peak, conn.in_flight)
+            (answer,) = response.topics[0].partitions
+            assert answer.partition_index == partition
+            answers[i] = answer.offset
+
+        async with trio.open_nursery() as nursery:
+            for i in range(200):
+                nursery.start_soon(ask, i)
+                peak = max(peak, conn.in_flight)
+        assert conn.in_flight == 0
+    # Each response matched its own request: partition p holds p records.
+    assert answers == {i: i % PARTITIONS for i in range(200)}
+    assert peak == config.max_in_flight
+
+
+def _metadata_answer(node_id: int) -> MetadataResponse:
+    return MetadataResponse(brokers=[MetadataResponse.MetadataResponseBroker(node_id=node_id, host="h", port=1)])
+
+
+async def test_requests_are_pipelined_up_to_the_in_flight_bound() -> None:
+    """The fake broker holds every request until the test lets go: exactly
+    max_in_flight of them reach it meanwhile."""
+    fake = FakeBroker()
+    arrived = 0
+    release = trio.Event()
+    config = ClientConfig(max_in_flight=4)
+
+    async def metadata(envelope: RequestEnvelope, request: MetadataRequest) -> MetadataResponse:
+        nonlocal arrived
+        arrived += 1
+        await release.wait()
+        return _metadata_answer(envelope.correlation_id)
+
+    fake.handlers[ApiKey.METADATA] = metadata
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    results: list[tuple[int, int]] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fake.serve, server_stream)
+        async with open_on_stream(client_stream, config=config, broker="fake") as conn:
+
+            async def ask(i: int) -> None:
+                response = await conn.request(MetadataRequest(topics=None))
+                results.append((i, response.brokers[0].node_id))
+
+            async with trio.open_nursery() as requests:
+                for i in range(10):
+                    requests.start_soon(ask, i)
+                await trio.testing.wait_all_tasks_blocked()
+                assert conn.in_flight == config.max_in_flight
+                assert arrived == config.max_in_flight
+                release.set()
+    # The fake answered with each request's correlation id: every caller got its own answer.
+    metadata_ids = [cid for key, _, cid in fake.seen if key == ApiKey.METADATA]
+    assert sorted(node for _, node in results) == sorted(metadata_ids)
+    assert len(results) == 10
+
+
+async def test_a_response_out_of_order_closes_the_connection() -> None:
+    fake = FakeBroker(in_order=False)
+    release_first = trio.Event()
+
+    async def metadata(envelope: RequestEnvelope, request: MetadataRequest) -> MetadataResponse:
+        if envelope.correlation_id == 1:  # the first Metadata (ApiVersions took id 0)
+            await release_first.wait()
+        else:
+            release_first.set()
+        return _metadata_answer(envelope.correlation_id)
+
+    fake.handlers[ApiKey.METADATA] = metadata
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    errors: list[str] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fake.serve, server_stream)
+        async with open_on_stream(client_stream, broker="fake") as conn:
+
+            async def ask() -> None:
+                try:
+                    await conn.request(MetadataRequest(topics=None))
+                except KafkaConnectionError as exc:
+                    errors.append(str(exc))
+
+            async with trio.open_nursery() as requests:
+                requests.start_soon(ask)
+                requests.start_soon(ask)
+            assert conn.closed
+    assert len(errors) == 2
+    assert all("correlation id 2, expected 1" in e for e in errors), errors
+
+
+async def test_a_timed_out_request_closes_the_connection_and_fails_the_others(autojump_clock: Any) -> None:
+    fake = FakeBroker()
+
+    async def never(envelope: RequestEnvelope, request: MetadataRequest) -> None:
+        await trio.sleep_forever()
+
+    fake.handlers[ApiKey.METADATA] = never
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    outcomes: list[BaseException] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fake.serve, server_stream)
+        async with open_on_stream(client_stream, config=ClientConfig(request_timeout=30), broker=3) as conn:
+
+            async def ask(timeout: float) -> None:
+                try:
+                    await conn.request(MetadataRequest(topics=None), timeout=timeout)
+                except (RequestTimedOutError, KafkaConnectionError) as exc:
+                    outcomes.append(exc)
+
+            async with trio.open_nursery() as requests:
+                requests.start_soon(ask, 5)
+                requests.start_soon(ask, 60)
+            assert conn.closed
+            with pytest.raises(
+                KafkaConnectionError, match="connection to broker 3 was closed after a request timed out"
+            ):
+                await conn.request(MetadataRequest(topics=None))
+        nursery.cancel_scope.cancel()
+    timed_out, failed = outcomes
+    assert isinstance(timed_out, RequestTimedOutError)
+    assert "METADATA v" in str(timed_out) and "broker 3" in str(timed_out) and "within 5 s" in str(timed_out)
+    assert type(failed) is KafkaConnectionError
+    assert "in flight" in str(failed)
+
+
+async def test_a_broken_connection_fails_every_request_in_flight_or_waiting() -> None:
+    """Two requests in flight (the bound), two waiting for a slot; the broker hangs up."""
+    fake = FakeBroker()
+    arrived = 0
+
+    async def hang_up_at_two(envelope: RequestEnvelope, request: MetadataRequest) -> None:
+        nonlocal arrived
+        arrived += 1
+        if arrived == 2:
+            await trio.testing.wait_all_tasks_blocked()  # the other two wait for a slot
+            raise HangUp
+        await trio.sleep_forever()
+
+    fake.handlers[ApiKey.METADATA] = hang_up_at_two
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    errors: list[KafkaConnectionError] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fake.serve, server_stream)
+        async with open_on_stream(client_stream, config=ClientConfig(max_in_flight=2), broker=9) as conn:
+
+            async def ask() -> None:
+                with pytest.raises(KafkaConnectionError) as caught:
+                    await conn.request(MetadataRequest(topics=None))
+                errors.append(caught.value)
+
+            with trio.fail_after(5):
+                async with trio.open_nursery() as requests:
+                    for _ in range(4):
+                        requests.start_soon(ask)
+            assert conn.closed and conn.in_flight == 0
+    assert arrived == 2
+    assert len(errors) == 4
+    for error in errors:
+        assert error.broker == 9
+        assert error.retriable and error.invalidates_metadata
+        assert "connection to broker 9" in str(error)
+
+
+async def test_a_cancelled_caller_leaves_the_connection_usable() -> None:
+    fake = FakeBroker()
+    slow_started = trio.Event()
+    release_slow = trio.Event()
+
+    async def metadata(envelope: RequestEnvelope, request: MetadataRequest) -> MetadataResponse:
+        if envelope.correlation_id == 1:
+            slow_started.set()
+            await release_slow.wait()
+        return _metadata_answer(envelope.correlation_id)
+
+    fake.handlers[ApiKey.METADATA] = metadata
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fake.serve, server_stream)
+        async with open_on_stream(client_stream, broker="fake") as conn:
+            with trio.move_on_after(10) as scope:
+                async with trio.open_nursery() as requests:
+                    requests.start_soon(conn.request, MetadataRequest(topics=None))
+                    await slow_started.wait()
+                    requests.cancel_scope.cancel()
+            assert not scope.cancelled_caught
+            assert conn.in_flight == 1  # its slot is held until the answer arrives
+            release_slow.set()
+            response = await conn.request(MetadataRequest(topics=None))
+            assert response.brokers[0].node_id == 2  # not the abandoned answer (1)
+            assert conn.in_flight == 0 and not conn.closed
+
+
+async def test_acks_zero_style_requests_return_once_written() -> None:
+    fake = FakeBroker()
+
+    async def silent(envelope: RequestEnvelope, request: MetadataRequest) -> None:
+        return None
+
+    fake.handlers[ApiKey.METADATA] = silent
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fake.serve, server_stream)
+        async with open_on_stream(client_stream, broker="fake") as conn:
+            assert await conn.request(MetadataRequest(topics=None), expect_response=False) is None
+            assert conn.in_flight == 0
+    assert [key for key, _, _ in fake.seen] == [ApiKey.API_VERSIONS, ApiKey.METADATA]
+
+
+async def test_connecting_to_nothing_names_the_broker() -> None:
+    port = free_port()
+    with pytest.raises(KafkaConnectionError, match=rf"cannot connect to broker 4 \(127.0.0.1:{port}\)") as caught:
+        async with connect("127.0.0.1", port, broker=4):
+            pass
+    assert caught.value.broker == 4 and caught.value.retriable
+
+
+async def test_socket_buffers_are_configurable(single_broker: Cluster) -> None:
+    host, port = single_broker.brokers[0].address
+    config = ClientConfig(send_buffer_bytes=256 * 1024, receive_buffer_bytes=384 * 1024)
+    async with connect(host, port, config=config) as conn:
+        sndbuf, rcvbuf = conn.socket_buffer_sizes()
+    # Linux reports twice what was set (bookkeeping overhead); others report it as set.
+    assert sndbuf in (256 * 1024, 512 * 1024)
+    assert rcvbuf in (384 * 1024, 768 * 1024)
+
+
+async def test_leaving_the_block_stops_everything(single_broker: Cluster) -> None:
+    host, port = single_broker.brokers[0].address
+    async with connect(host, port) as conn:
+        await conn.request(MetadataRequest(topics=None))
+    assert conn.closed
+    with pytest.raises(KafkaConnectionError, match="closed by the client"):
+        await conn.request(MetadataRequest(topics=None))
+    assert isinstance(conn, BrokerConnection)
