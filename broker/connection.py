@@ -14,7 +14,8 @@ this connection only; every other connection keeps being served.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sized
+from collections.abc import Callable, Sized
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -34,22 +35,35 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """An encoded response and what to release once it is on the wire."""
+
+    parts: list[bytes | Sized]
+    after_send: list[Callable[[], None]]
+
+
 # Requests read ahead of the one being handled: bounds memory per connection
 # while letting clients pipeline (librdkafka's default is 5 in flight).
 MAX_QUEUED_REQUESTS = 16
+# Responses handled but not yet written: the handler runs ahead of a slow reader
+# by at most this many.
+MAX_QUEUED_RESPONSES = 16
 RECEIVE_CHUNK = 256 * 1024
 
 
 async def serve_connection(broker: Broker, stream: trio.abc.Stream, peer: str) -> None:
-    send, receive = trio.open_memory_channel[bytes](MAX_QUEUED_REQUESTS)
+    send_requests, receive_requests = trio.open_memory_channel[bytes](MAX_QUEUED_REQUESTS)
+    send_responses, receive_responses = trio.open_memory_channel[Response](MAX_QUEUED_RESPONSES)
     # The nursery wraps what its tasks raise in an ExceptionGroup (trio's strict
     # exception groups), so the expected endings are caught with except*; anything
     # else propagates and is logged as a bug.
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_read_frames, broker, stream, send, peer)
-            await _handle_requests(broker, stream, receive, peer)
-            nursery.cancel_scope.cancel()
+            nursery.start_soon(_read_frames, broker, stream, send_requests, peer)
+            nursery.start_soon(_write_responses, stream, receive_responses, broker.config.sendfile)
+            await _handle_requests(broker, receive_requests, send_responses, peer)
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as group:
         log.debug("connection %s lost: %s", peer, group.exceptions[0])
     except* CloseConnection as group:
@@ -79,9 +93,12 @@ async def _read_frames(
 
 
 async def _handle_requests(
-    broker: Broker, stream: trio.abc.SendStream, receive: trio.MemoryReceiveChannel[bytes], peer: str
+    broker: Broker,
+    receive: trio.MemoryReceiveChannel[bytes],
+    responses: trio.MemorySendChannel[Response],
+    peer: str,
 ) -> None:
-    async with receive:
+    async with receive, responses:
         async for frame in receive:
             try:
                 envelope = decode_request_header(frame)
@@ -90,11 +107,47 @@ async def _handle_requests(
             ctx = RequestContext(broker, envelope, peer)
             try:
                 parts = await _respond(ctx, frame)
-                if parts is not None:
-                    await send_parts(stream, parts, sendfile=broker.config.sendfile)
-            finally:
-                for release in ctx.after_send:
-                    release()
+            except BaseException:
+                _release(ctx.after_send)
+                raise
+            if parts is None:
+                _release(ctx.after_send)
+            else:
+                await responses.send(Response(parts, ctx.after_send))
+
+
+async def _write_responses(
+    stream: trio.abc.SendStream, receive: trio.MemoryReceiveChannel[Response], sendfile: bool
+) -> None:
+    """Send responses in order. Whatever is queued when the writer comes round
+    goes out in one write: a client pipelining small produce requests gets its
+    acknowledgements in a few segments instead of one syscall each."""
+    async with receive:
+        try:
+            async for first in receive:
+                batch = [first]
+                while len(batch) < MAX_QUEUED_RESPONSES:
+                    try:
+                        batch.append(receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                try:
+                    await send_parts(stream, [p for r in batch for p in r.parts], sendfile=sendfile)
+                finally:
+                    for response in batch:
+                        _release(response.after_send)
+        finally:
+            # Responses never sent (the connection died) still hold segment pins.
+            while True:
+                try:
+                    _release(receive.receive_nowait().after_send)
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+
+
+def _release(callbacks: list[Callable[[], None]]) -> None:
+    for release in callbacks:
+        release()
 
 
 async def _respond(ctx: RequestContext, frame: bytes) -> list[bytes | Sized] | None:

@@ -33,12 +33,22 @@ class Regions(Sized, Protocol):
 
 
 async def send_parts(stream: trio.abc.SendStream, parts: list[bytes | Sized], *, sendfile: bool = True) -> None:
+    """Send ``parts`` in order; consecutive byte strings go out in one write."""
+    pending = bytearray()
     for part in parts:
         if isinstance(part, bytes | bytearray | memoryview):
-            await stream.send_all(part)
-        else:
-            for region in part.regions:  # type: ignore[attr-defined]
-                await send_region(stream, region, sendfile=sendfile)
+            pending += part
+            continue
+        regions = list(part.regions)  # type: ignore[attr-defined]
+        if not regions:
+            continue
+        if pending:
+            await stream.send_all(pending)
+            pending = bytearray()
+        for region in regions:
+            await send_region(stream, region, sendfile=sendfile)
+    if pending:
+        await stream.send_all(pending)
 
 
 async def send_region(stream: trio.abc.SendStream, region: FileRegion, *, sendfile: bool = True) -> None:
@@ -49,18 +59,24 @@ async def send_region(stream: trio.abc.SendStream, region: FileRegion, *, sendfi
 
 
 async def _sendfile(stream: trio.SocketStream, region: FileRegion) -> None:
+    # Try first and wait only when the socket buffer is full: waiting up front
+    # costs epoll registrations on every response for nothing.
     sock = stream.socket
     offset, remaining = region.position, region.size
+    waited = False
     while remaining:
-        await trio.lowlevel.wait_writable(sock)
         try:
             sent = os.sendfile(sock.fileno(), region.fd, offset, remaining)
         except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            waited = True
             continue
         if sent == 0:
             raise trio.BrokenResourceError(f"segment ended {remaining} bytes early at position {offset}")
         offset += sent
         remaining -= sent
+    if not waited:
+        await trio.lowlevel.checkpoint()  # a trio send is a checkpoint even when the kernel took it all
 
 
 async def _read_and_send(stream: trio.abc.SendStream, region: FileRegion) -> None:
