@@ -78,6 +78,9 @@ async def run(
             BrokerInfo(config.broker_id, config.advertise.host, config.advertise.port, config.datacenter),
             session_timeout=config.zookeeper_session_timeout_ms / 1000,
         )
+        # Bind before registering: a broker that cannot listen (address in use)
+        # must never appear in the cluster's metadata.
+        listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
         async with trio.open_nursery() as nursery:
             await nursery.start(registry.run)
             broker = Broker(config, registry, logs)
@@ -88,9 +91,7 @@ async def run(
             await nursery.start(broker.groups.follow_leadership, registry)
             nursery.start_soon(_flush_scheduler, broker)
             nursery.start_soon(_retention_scheduler, broker)
-            listeners: list[trio.SocketListener] = await nursery.start(
-                partial(trio.serve_tcp, partial(_accept, broker), config.listen.port, host=config.listen.host)
-            )
+            await nursery.start(trio.serve_listeners, partial(_accept, broker), listeners)
             log.info(
                 "broker %d listening on %s (advertised %s), datacenter %s, data in %s",
                 config.broker_id,
