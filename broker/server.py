@@ -80,7 +80,10 @@ async def run(
         )
         # Bind before registering: a broker that cannot listen (address in use)
         # must never appear in the cluster's metadata.
-        listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
+        try:
+            listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot listen on {config.listen} (setting 'listen'): {exc.strerror}") from exc
         async with trio.open_nursery() as nursery:
             await nursery.start(registry.run)
             broker = Broker(config, registry, logs)
