@@ -28,8 +28,11 @@ if TYPE_CHECKING:
     from .cluster import Cluster
     from .config import ClientConfig
     from .connection import BrokerConnection, connect
+    from .consumer import Consumer
+    from .consumer_record import ConsumerRecord
     from .errors import KafkaConnectionError, KafkaError
     from .metadata import ClusterMetadata, TopicPartition
+    from .producer import Producer, RecordHandle, RecordMetadata
     from .raw import RawClient
 
 _EXPORTS = {
@@ -41,13 +44,18 @@ _EXPORTS = {
     "ClientConfig": "config",
     "Cluster": "cluster",
     "ClusterMetadata": "metadata",
+    "Consumer": "consumer",
+    "ConsumerRecord": "consumer_record",
     "KafkaConnectionError": "errors",
     "KafkaError": "errors",
     "ListedOffset": "batches",
     "NewTopic": "admin",
     "ProduceResult": "batches",
+    "Producer": "producer",
     "RawBatches": "batches",
     "RawClient": "raw",
+    "RecordHandle": "producer",
+    "RecordMetadata": "producer",
     "TopicPartition": "metadata",
     "connect": "connection",
 }
@@ -71,13 +79,18 @@ __all__ = [
     "ClientConfig",
     "Cluster",
     "ClusterMetadata",
+    "Consumer",
+    "ConsumerRecord",
     "KafkaConnectionError",
     "KafkaError",
     "ListedOffset",
     "NewTopic",
     "ProduceResult",
+    "Producer",
     "RawBatches",
     "RawClient",
+    "RecordHandle",
+    "RecordMetadata",
     "TopicPartition",
     "connect",
 ]

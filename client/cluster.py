@@ -428,10 +428,13 @@ class Cluster:
         raise NoBrokersAvailableError(f"no broker could take a {type(request).__name__}: " + "; ".join(failures))
 
     async def send_to_controller(self, request: Declared, *, timeout: float | None = None) -> Any:
-        """Send to the controller (refreshing the metadata if none is known)."""
+        """Send to the controller. A cluster may name none for a moment (a broker
+        that just started, a controller election in progress): wait, refreshing
+        the metadata, as Kafka's admin client does."""
         controller = self._metadata.controller_id
         if controller is None:
-            controller = (await self.refresh_metadata()).controller_id
+            metadata = await self.wait_for_metadata(lambda m: m.controller_id is not None, what="a controller")
+            controller = metadata.controller_id
         if controller is None:
             raise BrokerNotAvailableError("the cluster metadata names no controller")
         return await self.send(controller, request, timeout=timeout)

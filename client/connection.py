@@ -37,7 +37,7 @@ import logging
 import math
 import os
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -185,18 +185,28 @@ class BrokerConnection:
     # --- requests ------------------------------------------------------------------------------
 
     async def request(
-        self, body: Declared, *, version: int | None = None, timeout: float | None = None, expect_response: bool = True
+        self,
+        body: Declared,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+        expect_response: bool = True,
+        on_queued: Callable[[], object] | None = None,
     ) -> Any:
         """Send ``body`` and return the decoded response.
 
         ``version`` defaults to the highest both sides support; ``timeout`` to
         the configured request timeout. ``expect_response=False`` is for the
         one request Kafka does not answer (Produce with acks=0): it returns
-        None once the frame has been written."""
+        None once the frame has been written. ``on_queued`` is called (in the
+        caller's task, without yielding) as soon as the request has its place
+        in the connection's send order: the producer starts its requests one
+        by one with it, so that batches of a partition leave in order although
+        Trio runs the requesting tasks in no fixed order."""
         api_key = type(body).SPEC.api_key
         assert api_key is not None, f"{type(body).__name__} is not a request"
         version = self.versions.pick(api_key) if version is None else self.versions.check(api_key, version)
-        frame = await self._exchange(body, api_key, version, timeout, expect_response)
+        frame = await self._exchange(body, api_key, version, timeout, expect_response, on_queued=on_queued)
         if frame is None:
             return None
         try:
@@ -209,7 +219,14 @@ class BrokerConnection:
         return response
 
     async def _exchange(
-        self, body: Declared, api_key: int, version: int, timeout: float | None, expect_response: bool
+        self,
+        body: Declared,
+        api_key: int,
+        version: int,
+        timeout: float | None,
+        expect_response: bool,
+        *,
+        on_queued: Callable[[], object] | None = None,
     ) -> bytes | None:
         """Send one request; its response frame (without the length prefix)."""
         if self._closed_reason is not None:
@@ -228,6 +245,8 @@ class BrokerConnection:
             self._slots.release()
             raise self._lost_error()
         pending = self._queue(body, api_key, version, expect_response)
+        if on_queued is not None:
+            on_queued()
         try:
             with trio.move_on_at(deadline):
                 await pending.done.wait()

@@ -183,6 +183,10 @@ class InvalidTopicError(BrokerResponseError):
     default_code = ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
+class TopicAuthorizationFailedError(BrokerResponseError):
+    default_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
 class TopicAlreadyExistsError(BrokerResponseError):
     default_code = ErrorCode.TOPIC_ALREADY_EXISTS
 
@@ -331,6 +335,7 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         NotEnoughReplicasError,
         KafkaStorageError,
         InvalidTopicError,
+        TopicAuthorizationFailedError,
         TopicAlreadyExistsError,
         InvalidPartitionsError,
         InvalidReplicationFactorError,
@@ -479,6 +484,7 @@ __all__ = [
     "RecordListTooLargeError",
     "RequestTimedOutError",
     "TopicAlreadyExistsError",
+    "TopicAuthorizationFailedError",
     "UnknownMemberIdError",
     "UnknownProducerIdError",
     "UnknownServerError",
