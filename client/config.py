@@ -7,7 +7,10 @@ blocking fetcher uses it too.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
@@ -63,4 +66,25 @@ class ClientConfig:
                 raise ValueError(f"{name} must be positive or None, not {value}")
 
 
-__all__ = ["CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION", "ClientConfig"]
+_Settings = TypeVar("_Settings")
+
+
+def split_settings(
+    settings: Mapping[str, Any], own: type[_Settings], client_config: ClientConfig | None, what: str
+) -> tuple[_Settings, ClientConfig]:
+    """Split keyword settings between a component's own config dataclass (``own``)
+    and the ClientConfig (whose fields go on top of ``client_config``). An unknown
+    name raises TypeError, listing it."""
+    own_fields = {f.name for f in dataclasses.fields(own)}  # type: ignore[arg-type]
+    client_fields = {f.name for f in dataclasses.fields(ClientConfig)}
+    unknown = sorted(set(settings) - own_fields - client_fields)
+    if unknown:
+        raise TypeError(f"unknown {what} settings: {', '.join(unknown)}")
+    component = own(**{k: v for k, v in settings.items() if k in own_fields})
+    client = dataclasses.replace(
+        client_config or ClientConfig(), **{k: v for k, v in settings.items() if k in client_fields}
+    )
+    return component, client
+
+
+__all__ = ["CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION", "ClientConfig", "split_settings"]

@@ -15,13 +15,13 @@ Listing "cooperative-sticky" alone switches to cooperative rebalancing.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from .assignors import ASSIGNORS, RebalanceProtocol
 from .config import ClientConfig
+from .config import split_settings as split_config
 
 OffsetReset = Literal["earliest", "latest", "none"]
 OFFSET_RESETS: tuple[OffsetReset, ...] = ("earliest", "latest", "none")
@@ -109,22 +109,12 @@ class ConsumerConfig:
         return True if self.enable_auto_commit is None else self.enable_auto_commit
 
 
-_CONSUMER_FIELDS = frozenset(f.name for f in dataclasses.fields(ConsumerConfig))
-_CLIENT_FIELDS = frozenset(f.name for f in dataclasses.fields(ClientConfig))
-
-
 def split_settings(
     settings: Mapping[str, Any], client_config: ClientConfig | None = None
 ) -> tuple[ConsumerConfig, ClientConfig]:
     """The consumer and client settings named in ``settings`` (ClientConfig fields go
     on top of ``client_config``). An unknown name raises TypeError, listing it."""
-    unknown = sorted(set(settings) - _CONSUMER_FIELDS - _CLIENT_FIELDS)
-    if unknown:
-        raise TypeError(f"unknown consumer settings: {', '.join(unknown)}")
-    consumer = ConsumerConfig(**{k: v for k, v in settings.items() if k in _CONSUMER_FIELDS})
-    client_settings = {k: v for k, v in settings.items() if k in _CLIENT_FIELDS}
-    client = dataclasses.replace(client_config or ClientConfig(), **client_settings)
-    return consumer, client
+    return split_config(settings, ConsumerConfig, client_config, "consumer")
 
 
 __all__ = ["OFFSET_RESETS", "ConsumerConfig", "OffsetReset", "split_settings"]

@@ -16,7 +16,6 @@ librdkafka: 5), so records sent close together share a batch.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 from protocol.compression import Compression
 
 from .config import ClientConfig
+from .config import split_settings as split_config
 
 #: ``acks`` values: the leader alone, none (no response at all), every in-sync replica.
 ACKS_LEADER = 1
@@ -122,21 +122,12 @@ class ProducerConfig:
         return self.acks
 
 
-_PRODUCER_FIELDS = frozenset(f.name for f in dataclasses.fields(ProducerConfig))
-_CLIENT_FIELDS = frozenset(f.name for f in dataclasses.fields(ClientConfig))
-
-
 def split_settings(
     settings: Mapping[str, Any], client_config: ClientConfig | None = None
 ) -> tuple[ProducerConfig, ClientConfig]:
     """The producer and client settings named in ``settings`` (ClientConfig fields go
     on top of ``client_config``). An unknown name raises TypeError, listing it."""
-    unknown = sorted(set(settings) - _PRODUCER_FIELDS - _CLIENT_FIELDS)
-    if unknown:
-        raise TypeError(f"unknown producer settings: {', '.join(unknown)}")
-    producer = ProducerConfig(**{k: v for k, v in settings.items() if k in _PRODUCER_FIELDS})
-    client_settings = {k: v for k, v in settings.items() if k in _CLIENT_FIELDS}
-    client = dataclasses.replace(client_config or ClientConfig(), **client_settings)
+    producer, client = split_config(settings, ProducerConfig, client_config, "producer")
     if producer.idempotent and client.max_in_flight > 5:
         # The broker remembers a producer's last five batches per partition:
         # a retry of an older one could not be recognised as a duplicate.
