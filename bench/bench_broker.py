@@ -56,7 +56,6 @@ import gc
 import importlib.metadata
 import json
 import os
-import resource
 import shutil
 import socket
 import statistics
@@ -80,6 +79,7 @@ from protocol.messages import FetchRequest
 
 from . import common
 from .bench_records import make_corpus
+from .common import client_cpu, log
 from .processes import (
     TANSU_PACKAGE,
     TANSU_PACKAGE_VERSION,
@@ -147,15 +147,6 @@ class Sizes:
                 raw_seconds=2.0, rounds=5, produce_rounds=9,
             )  # fmt: skip
         return sizes if repeat is None else replace(sizes, rounds=repeat, produce_rounds=repeat)
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def client_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 # --- what one round measures -----------------------------------------------------------

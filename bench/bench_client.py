@@ -48,7 +48,6 @@ import importlib.metadata
 import io
 import json
 import pstats
-import resource
 import shutil
 import statistics
 import sys
@@ -74,20 +73,12 @@ from client.producer import Producer, RecordHandle
 
 from . import common
 from .bench_records import make_corpus
+from .common import client_cpu, log
 from .processes import Tributary, ZooKeeper, cpu_seconds
 
 SMALL = 200
 LARGE = 1024
 GOAL = 0.5
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def client_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 @dataclass

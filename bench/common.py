@@ -12,7 +12,9 @@ import datetime
 import math
 import os
 import platform
+import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -171,3 +173,14 @@ __all__ = [
     "settings",
     "table",
 ]
+
+
+def log(message: str) -> None:
+    """A progress line on stderr, so tables on stdout stay clean."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def client_cpu() -> float:
+    """CPU seconds this process (the benchmark's client side) has used."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
