@@ -69,6 +69,9 @@ class RawBatches:
     log_start_offset: int
     last_stable_offset: int
     truncated_bytes: int = 0
+    #: With isolation READ_COMMITTED: ``(producer id, first offset)`` of each aborted
+    #: transaction overlapping the fetched range, for the reader to filter out.
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -155,6 +158,7 @@ def raw_batches(topic: str, data: FetchResponse.PartitionData, fetch_offset: int
         log_start_offset=data.log_start_offset,
         last_stable_offset=data.last_stable_offset,
         truncated_bytes=len(records) - end,
+        aborted_transactions=tuple((t.producer_id, t.first_offset) for t in data.aborted_transactions or ()),
     )
 
 

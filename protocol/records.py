@@ -81,11 +81,16 @@ _LEADER_EPOCH_OFFSET = _field_offset("partition_leader_epoch")
 _MAGIC_OFFSET = _field_offset("magic")
 _CRC_OFFSET = _field_offset("crc")
 _CRC_START = _field_offset("attributes")
+_ATTRIBUTES_OFFSET = _CRC_START
+_PRODUCER_ID_OFFSET = _field_offset("producer_id")
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+#: producerId, producerEpoch, baseSequence: adjacent in the header.
+_PRODUCER_FIELDS = struct.Struct(">qhi")
 
 CODEC_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
@@ -241,6 +246,21 @@ def rewrite_crc(buf: bytearray | memoryview, pos: int = 0) -> int:
     crc = compute_crc(buf, pos)
     _U32.pack_into(buf, pos + _CRC_OFFSET, crc)
     return crc
+
+
+def detach_producer(buf: bytearray | memoryview, pos: int = 0) -> bool:
+    """Makes the batch at ``pos`` an ordinary, non-idempotent one: producerId,
+    producerEpoch and baseSequence become "none" and the transactional bit is
+    cleared; the CRC is recomputed over the (still compressed) bytes. A mirror
+    does this so the target's idempotence and transaction state never sees the
+    source's producers. Returns False, changing nothing, when there is nothing to detach."""
+    header = parse_batch_header(buf, pos)
+    if header.producer_id == NO_PRODUCER_ID and not header.is_transactional:
+        return False
+    _PRODUCER_FIELDS.pack_into(buf, pos + _PRODUCER_ID_OFFSET, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE)
+    _I16.pack_into(buf, pos + _ATTRIBUTES_OFFSET, header.attributes & ~TRANSACTIONAL_BIT)
+    rewrite_crc(buf, pos)
+    return True
 
 
 # --- walking concatenated batches ----------------------------------------------
@@ -726,6 +746,7 @@ __all__ = [
     "build_batch",
     "complete_prefix_length",
     "compute_crc",
+    "detach_producer",
     "iter_batches",
     "iter_records",
     "parse_batch_header",

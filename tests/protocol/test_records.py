@@ -26,6 +26,7 @@ from protocol.records import (
     build_batch,
     complete_prefix_length,
     compute_crc,
+    detach_producer,
     iter_batches,
     iter_records,
     parse_batch_header,
@@ -669,3 +670,34 @@ def test_damaged_valid_batches_raise_only_protocol_errors(
     with contextlib.suppress(ProtocolError):
         rewrite_crc(data)
     _consume(data, check_crc=True)
+
+
+# --- detach_producer: what the mirror rewrites under the CRC ---------------------
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP, Compression.ZSTD])
+def test_detach_producer_clears_producer_fields_and_keeps_records_byte_identical(codec: Compression) -> None:
+    records = [(b"k%d" % i, b"value-%d" % i * 20, (("h", b"v"),), 1_700_000_000_000 + i) for i in range(50)]
+    original = build_batch(records, compression=codec, producer_id=4242, producer_epoch=3,
+                           base_sequence=100, is_transactional=True)  # fmt: skip
+    buf = bytearray(original)
+    assert detach_producer(buf) is True
+    header = validate_batch(buf)  # the recomputed CRC is valid
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (-1, -1, -1)
+    assert not header.is_transactional
+    assert header.compression == codec
+    before = parse_batch_header(original)
+    assert header.crc != before.crc
+    # Everything else is untouched: timestamps, counts, and the compressed records themselves.
+    assert header._replace(crc=0, attributes=0, producer_id=0, producer_epoch=0, base_sequence=0) == before._replace(
+        crc=0, attributes=0, producer_id=0, producer_epoch=0, base_sequence=0
+    )
+    assert bytes(buf[HEADER_SIZE:]) == original[HEADER_SIZE:]
+    assert [(r.key, r.value, r.headers) for r in iter_records(bytes(buf))] == [(k, v, h) for k, v, h, _ in records]
+
+
+def test_detach_producer_leaves_plain_batches_alone() -> None:
+    original = build_batch([(None, b"x", (), None)])
+    buf = bytearray(original)
+    assert detach_producer(buf) is False
+    assert bytes(buf) == original
