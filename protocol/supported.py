@@ -29,6 +29,13 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.CREATE_TOPICS: Versions(2, 4),
     ApiKey.DELETE_TOPICS: Versions(1, 3),
     ApiKey.INIT_PRODUCER_ID: Versions(0, 1),
+    ApiKey.DESCRIBE_CONFIGS: Versions(0, 3),
+    ApiKey.ALTER_CONFIGS: Versions(0, 1),
+    ApiKey.DESCRIBE_LOG_DIRS: Versions(0, 1),
+    ApiKey.CREATE_PARTITIONS: Versions(0, 1),
+    ApiKey.DELETE_GROUPS: Versions(0, 1),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Versions(0, 0),
+    ApiKey.OFFSET_DELETE: Versions(0, 0),
 }
 
 #: The consumer-protocol Subscription and Assignment versions we write; newer

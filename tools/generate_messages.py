@@ -48,6 +48,13 @@ MODULES: dict[str, tuple[str, ...]] = {
     "create_topics": ("CreateTopicsRequest", "CreateTopicsResponse"),
     "delete_topics": ("DeleteTopicsRequest", "DeleteTopicsResponse"),
     "init_producer_id": ("InitProducerIdRequest", "InitProducerIdResponse"),
+    "create_partitions": ("CreatePartitionsRequest", "CreatePartitionsResponse"),
+    "describe_configs": ("DescribeConfigsRequest", "DescribeConfigsResponse"),
+    "alter_configs": ("AlterConfigsRequest", "AlterConfigsResponse"),
+    "incremental_alter_configs": ("IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse"),
+    "delete_groups": ("DeleteGroupsRequest", "DeleteGroupsResponse"),
+    "offset_delete": ("OffsetDeleteRequest", "OffsetDeleteResponse"),
+    "describe_log_dirs": ("DescribeLogDirsRequest", "DescribeLogDirsResponse"),
 }
 
 PRIMITIVE_PY = {

@@ -7,15 +7,21 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from .create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
+from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .header import RequestHeader, ResponseHeader
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
+from .incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from .init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from .join_group import JoinGroupRequest, JoinGroupResponse
 from .leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -23,6 +29,7 @@ from .list_groups import ListGroupsRequest, ListGroupsResponse
 from .list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from .metadata import MetadataRequest, MetadataResponse
 from .offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from .offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from .offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from .produce import ProduceRequest, ProduceResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
@@ -48,6 +55,13 @@ class ApiKey(IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
 
 
 #: API key -> (request class, response class)
@@ -69,27 +83,46 @@ API_MESSAGES: dict[ApiKey, tuple[type, type]] = {
     ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
     ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+    ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
+    ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
+    ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
+    ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
 }
 
 __all__ = [
     "API_MESSAGES",
     "ApiKey",
+    "AlterConfigsRequest",
+    "AlterConfigsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
     "JoinGroupRequest",
@@ -104,6 +137,8 @@ __all__ = [
     "MetadataResponse",
     "OffsetCommitRequest",
     "OffsetCommitResponse",
+    "OffsetDeleteRequest",
+    "OffsetDeleteResponse",
     "OffsetFetchRequest",
     "OffsetFetchResponse",
     "ProduceRequest",

@@ -26,23 +26,35 @@ import pytest
 from protocol import codec, headers
 from protocol.framing import FrameDecoder
 from protocol.messages import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     ApiKey,
     ApiVersionsRequest,
     ApiVersionsResponse,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
     FetchRequest,
     FetchResponse,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
     HeartbeatRequest,
     HeartbeatResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     JoinGroupRequest,
@@ -57,6 +69,8 @@ from protocol.messages import (
     MetadataResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     ProduceRequest,
@@ -839,6 +853,217 @@ def _(v: int) -> Any:
     )
 
 
+# The admin APIs the topics and groups commands use.
+
+
+@builds(CreatePartitionsRequest)
+def _(v: int) -> Any:
+    r = CreatePartitionsRequest
+    return r(
+        topics=[
+            r.CreatePartitionsTopic(name="clicks", count=6, assignments=None),
+            r.CreatePartitionsTopic(name="views", count=2, assignments=[r.CreatePartitionsAssignment(broker_ids=[2])]),
+        ],
+        timeout_ms=30000,
+        validate_only=v % 2 == 1,
+    )
+
+
+@builds(CreatePartitionsResponse)
+def _(v: int) -> Any:
+    r = CreatePartitionsResponse
+    return r(
+        throttle_time_ms=3,
+        results=[
+            r.CreatePartitionsTopicResult(name="clicks", error_code=0, error_message=None),
+            r.CreatePartitionsTopicResult(name="views", error_code=37, error_message="count must grow"),
+        ],
+    )
+
+
+@builds(DescribeConfigsRequest)
+def _(v: int) -> Any:
+    r = DescribeConfigsRequest
+    return r(
+        resources=[
+            r.DescribeConfigsResource(resource_type=2, resource_name="clicks", configuration_keys=None),
+            r.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=["log.retention.ms"]),
+        ],
+        include_synonyms=True,
+        include_documentation=True,
+    )
+
+
+@builds(DescribeConfigsResponse)
+def _(v: int) -> Any:
+    r = DescribeConfigsResponse
+    return r(
+        throttle_time_ms=0,
+        results=[
+            r.DescribeConfigsResult(
+                error_code=0,
+                error_message=None,
+                resource_type=2,
+                resource_name="clicks",
+                configs=[
+                    r.DescribeConfigsResourceResult(
+                        name="retention.ms",
+                        value="3600000",
+                        read_only=False,
+                        is_default=False,
+                        config_source=1,
+                        is_sensitive=False,
+                        synonyms=[r.DescribeConfigsSynonym(name="retention.ms", value="3600000", source=1)],
+                        config_type=5,
+                        documentation="How long to keep a segment.",
+                    ),
+                    r.DescribeConfigsResourceResult(
+                        name="cleanup.policy",
+                        value=None,
+                        is_default=True,
+                        config_source=5,
+                        config_type=7,
+                        documentation=None,
+                    ),
+                ],
+            )
+        ],
+    )
+
+
+@builds(AlterConfigsRequest)
+def _(v: int) -> Any:
+    r = AlterConfigsRequest
+    return r(
+        resources=[
+            r.AlterConfigsResource(
+                resource_type=2,
+                resource_name="clicks",
+                configs=[
+                    r.AlterableConfig(name="retention.ms", value="60000"),
+                    r.AlterableConfig(name="x", value=None),
+                ],
+            )
+        ],
+        validate_only=True,
+    )
+
+
+@builds(AlterConfigsResponse)
+def _(v: int) -> Any:
+    r = AlterConfigsResponse
+    return r(
+        throttle_time_ms=1,
+        responses=[
+            r.AlterConfigsResourceResponse(error_code=0, error_message=None, resource_type=2, resource_name="clicks"),
+            r.AlterConfigsResourceResponse(error_code=40, error_message="bad", resource_type=2, resource_name="x"),
+        ],
+    )
+
+
+@builds(IncrementalAlterConfigsRequest)
+def _(v: int) -> Any:
+    r = IncrementalAlterConfigsRequest
+    return r(
+        resources=[
+            r.AlterConfigsResource(
+                resource_type=2,
+                resource_name="clicks",
+                configs=[
+                    r.AlterableConfig(name="retention.ms", config_operation=0, value="60000"),
+                    r.AlterableConfig(name="segment.bytes", config_operation=1, value=None),
+                ],
+            )
+        ],
+        validate_only=False,
+    )
+
+
+@builds(IncrementalAlterConfigsResponse)
+def _(v: int) -> Any:
+    r = IncrementalAlterConfigsResponse
+    return r(
+        throttle_time_ms=0,
+        responses=[
+            r.AlterConfigsResourceResponse(error_code=0, error_message=None, resource_type=2, resource_name="clicks")
+        ],
+    )
+
+
+@builds(DeleteGroupsRequest)
+def _(v: int) -> Any:
+    return DeleteGroupsRequest(groups_names=["loader", "mirror-east"])
+
+
+@builds(DeleteGroupsResponse)
+def _(v: int) -> Any:
+    r = DeleteGroupsResponse
+    return r(
+        throttle_time_ms=2,
+        results=[
+            r.DeletableGroupResult(group_id="loader", error_code=0),
+            r.DeletableGroupResult(group_id="mirror-east", error_code=68),
+        ],
+    )
+
+
+@builds(OffsetDeleteRequest)
+def _(v: int) -> Any:
+    r = OffsetDeleteRequest
+    return r(
+        group_id="loader",
+        topics=[
+            r.OffsetDeleteRequestTopic(name="clicks", partitions=[r.OffsetDeleteRequestPartition(partition_index=3)])
+        ],
+    )
+
+
+@builds(OffsetDeleteResponse)
+def _(v: int) -> Any:
+    r = OffsetDeleteResponse
+    return r(
+        error_code=0,
+        throttle_time_ms=0,
+        topics=[
+            r.OffsetDeleteResponseTopic(
+                name="clicks", partitions=[r.OffsetDeleteResponsePartition(partition_index=3, error_code=86)]
+            )
+        ],
+    )
+
+
+@builds(DescribeLogDirsRequest)
+def _(v: int) -> Any:
+    r = DescribeLogDirsRequest
+    return r(topics=[r.DescribableLogDirTopic(topic="clicks", partitions=[0, 1])] if v % 2 else None)
+
+
+@builds(DescribeLogDirsResponse)
+def _(v: int) -> Any:
+    r = DescribeLogDirsResponse
+    return r(
+        throttle_time_ms=0,
+        error_code=0,
+        results=[
+            r.DescribeLogDirsResult(
+                error_code=0,
+                log_dir="/var/lib/tributary/data",
+                topics=[
+                    r.DescribeLogDirsTopic(
+                        name="clicks",
+                        partitions=[
+                            r.DescribeLogDirsPartition(partition_index=0, partition_size=123456, offset_lag=0),
+                            r.DescribeLogDirsPartition(partition_index=1, partition_size=0, offset_lag=0),
+                        ],
+                    )
+                ],
+                total_bytes=10**12,
+                usable_bytes=10**11,
+            )
+        ],
+    )
+
+
 # --- the matrix ---
 
 # The brief's versions, plus flexible versions both libraries declare (tagged fields, compact types).
@@ -860,6 +1085,13 @@ VERSIONS: dict[ApiKey, list[int]] = {
     ApiKey.INIT_PRODUCER_ID: [0, 1, 2],
     ApiKey.CREATE_TOPICS: [2, 3, 4, 5],
     ApiKey.DELETE_TOPICS: [1, 2, 3, 4],
+    ApiKey.CREATE_PARTITIONS: [0, 1, 2],
+    ApiKey.DESCRIBE_CONFIGS: [0, 1, 2, 3, 4],
+    ApiKey.ALTER_CONFIGS: [0, 1, 2],
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: [0, 1],
+    ApiKey.DELETE_GROUPS: [0, 1, 2],
+    ApiKey.OFFSET_DELETE: [0],
+    ApiKey.DESCRIBE_LOG_DIRS: [0, 1, 2, 3, 4],
 }
 
 REQUEST_CLASSES = {cls.SPEC.api_key: cls for cls in BUILDERS if cls.SPEC.kind == "request"}  # type: ignore[attr-defined]
