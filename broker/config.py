@@ -57,6 +57,10 @@ class BrokerConfig:
     # Send fetched records with os.sendfile (off: pread + send, for comparison and
     # for transports sendfile cannot reach).
     sendfile: bool = True
+    # The Prometheus endpoint (``metrics.port``): None serves none; 0 binds any free
+    # port (logged). Its host defaults to the listen host.
+    metrics_port: int | None = None
+    metrics_host: str | None = None
     log: LogConfig = field(default_factory=LogConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
 
@@ -100,6 +104,8 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "log.retention.check.interval.ms": ("retention_check_interval_ms", _int),
     "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", _int),
     "sendfile": ("sendfile", _bool),
+    "metrics.port": ("metrics_port", _int),
+    "metrics.host": ("metrics_host", _str),
     "message.max.bytes": ("log.max_message_bytes", _int),
     "log.segment.bytes": ("log.segment_bytes", _int),
     "log.roll.ms": ("log.segment_ms", _int),
@@ -167,6 +173,8 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
         raise ConfigError("setting 'num.partitions' must be >= 1")
     if top.get("socket_request_max_bytes", 1024) < 1024:
         raise ConfigError("setting 'socket.request.max.bytes' must be at least 1024")
+    if not 0 <= top.get("metrics_port", 0) <= 65535:
+        raise ConfigError(f"setting 'metrics.port' must be a port number 0-65535, got {top['metrics_port']}")
     listen: HostPort = top["listen"]
     if "advertise" not in top:
         if listen.host in ("0.0.0.0", "::", ""):

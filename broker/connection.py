@@ -14,6 +14,7 @@ this connection only; every other connection keeps being served.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -105,11 +106,13 @@ async def _handle_requests(
             except ProtocolError as exc:
                 raise CloseConnection(f"malformed request header: {exc}") from None
             ctx = RequestContext(broker, envelope, peer)
+            started = time.perf_counter()
             try:
                 parts = await _respond(ctx, frame)
             except BaseException:
                 _release(ctx.after_send)
                 raise
+            broker.metrics.request_handled(envelope.api_key, envelope.api_version, time.perf_counter() - started)
             if parts is None:
                 _release(ctx.after_send)
             else:

@@ -19,6 +19,9 @@ from .cluster.registry import ClusterRegistry
 from .config import BrokerConfig
 from .connection import serve_connection
 from .log.manager import LogManager
+from .metrics import BrokerMetrics
+from .metrics_http import open_metrics_listeners, serve_metrics
+from .metrics_state import BrokerStateCollector
 from .state import Broker
 
 log = logging.getLogger(__name__)
@@ -34,6 +37,7 @@ async def _follow_assignments(broker: Broker, *, task_status: trio.TaskStatus[No
     first = True
     async for change in broker.registry.assignment_changes():
         broker.partitions.apply(change, first)
+        broker.metrics.forget_topics_not_in(broker.snapshot().topics)
         if first:
             task_status.started()
             first = False
@@ -61,17 +65,23 @@ async def _accept(broker: Broker, stream: trio.SocketStream) -> None:
         peer = f"{host}:{port}"
     except OSError:
         peer = "unknown"
+    broker.metrics.connections_accepted.inc()
+    broker.metrics.connections.inc()
     try:
         await serve_connection(broker, stream, peer)
     except Exception:
         # A bug in one request's handling must not take the broker down.
         log.exception("connection %s failed", peer)
+    finally:
+        broker.metrics.connections.dec()
 
 
 async def run(
     config: BrokerConfig, *, task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED
 ) -> None:
     logs = await trio.to_thread.run_sync(LogManager, config.data_dir, config.log)
+    metrics = BrokerMetrics()
+    logs.on_flush = metrics.flushed
     try:
         registry = ClusterRegistry(
             config.zookeeper,
@@ -84,9 +94,18 @@ async def run(
             listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
         except OSError as exc:
             raise OSError(exc.errno, f"cannot listen on {config.listen} (setting 'listen'): {exc.strerror}") from exc
+        metrics_listeners = None
+        if config.metrics_port is not None:
+            metrics_host = config.metrics_host or config.listen.host
+            metrics_listeners = await open_metrics_listeners(metrics_host, config.metrics_port)
         async with trio.open_nursery() as nursery:
             await nursery.start(registry.run)
-            broker = Broker(config, registry, logs)
+            broker = Broker(config, registry, logs, metrics)
+            metrics.registry.register(BrokerStateCollector(broker))
+            if metrics_listeners is not None:
+                await nursery.start(serve_metrics, metrics.registry, metrics_listeners)
+                host, port, *_ = metrics_listeners[0].socket.getsockname()
+                log.info("broker %d serves metrics on http://%s:%d/metrics", config.broker_id, host, port)
             await nursery.start(_follow_assignments, broker)
             # The coordinator loads the __consumer_offsets partitions this broker leads;
             # until a partition is loaded its groups get COORDINATOR_LOAD_IN_PROGRESS.

@@ -14,6 +14,7 @@ from .group.storage import OffsetsLogStorage
 from .handlers import HANDLERS
 from .handlers.api_versions import advertised
 from .log.manager import LogManager
+from .metrics import BrokerMetrics
 from .partitions import PartitionManager
 
 
@@ -36,8 +37,11 @@ class ProducerIds:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, registry: ClusterRegistry, logs: LogManager) -> None:
+    def __init__(
+        self, config: BrokerConfig, registry: ClusterRegistry, logs: LogManager, metrics: BrokerMetrics | None = None
+    ) -> None:
         self.config = config
+        self.metrics = metrics if metrics is not None else BrokerMetrics()
         self.registry = registry
         self.logs = logs
         self.partitions = PartitionManager(config.broker_id, logs)

@@ -2,8 +2,11 @@
 
     tributary broker --id N --listen HOST:PORT --data-dir DIR --zookeeper HOST:PORT[/chroot]
                      [--advertise HOST:PORT] [--datacenter NAME] [--config FILE.toml]
+                     [--metrics-port N] [--metrics-host HOST]
 
-Every flag is also a key of the TOML file; a flag wins over the file.
+Every flag is also a key of the TOML file; a flag wins over the file. The
+metrics flags are the keys ``metrics.port`` and ``metrics.host`` (a ``[metrics]``
+table).
 """
 
 from __future__ import annotations
@@ -48,6 +51,18 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--advertise", metavar="HOST:PORT", help="address clients should use (default: --listen)")
     parser.add_argument("--datacenter", metavar="NAME", help="datacenter this broker runs in")
     parser.add_argument("--config", metavar="FILE.toml", type=Path, help="TOML file with any of these settings")
+    parser.add_argument(
+        "--metrics-port",
+        metavar="N",
+        type=int,
+        help="serve Prometheus metrics on http://HOST:N/metrics (TOML metrics.port; 0: any free port, logged; "
+        "default: no endpoint)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        metavar="HOST",
+        help="address of the metrics endpoint (TOML metrics.host; default: the --listen host)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -81,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         "zookeeper": args.zookeeper,
         "advertise": args.advertise,
         "datacenter": args.datacenter,
+        "metrics.port": args.metrics_port,
+        "metrics.host": args.metrics_host,
     }
     try:
         config = load(flags, args.config)

@@ -66,6 +66,10 @@ class Membership:
         # Groups whose current rebalance is the initial one (waits the initial delay,
         # never completes early), with (current delay, rebalance time left).
         self._initial_join: dict[str, tuple[int, int]] = {}
+        #: Rebalances started (a move to PreparingRebalance) and completed (a new
+        #: generation with members) since start: read by the broker's metrics.
+        self.rebalances_started = 0
+        self.rebalances_completed = 0
 
     # --- JoinGroup ---------------------------------------------------------------------
 
@@ -261,6 +265,7 @@ class Membership:
             reason,
         )
         group.transition(PREPARING, now)
+        self.rebalances_started += 1
         self._try_complete_join(group)
 
     def _try_complete_join(self, group: Group) -> None:
@@ -301,6 +306,7 @@ class Membership:
             log.info("group %s: empty at generation %d", group.group_id, group.generation)
             self.store_group(group, {}, None)
             return
+        self.rebalances_completed += 1
         log.info(
             "group %s: generation %d with %d members, protocol %s, leader %s",
             group.group_id,

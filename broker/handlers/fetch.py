@@ -86,6 +86,14 @@ def _read_all(
     return list(topics.values()), total, errors, readable
 
 
+def _count_bytes_out(ctx: RequestContext, topics: list[FetchResponse.FetchableTopicResponse]) -> None:
+    metrics = ctx.broker.metrics
+    for topic in topics:
+        size = sum(len(p.records) for p in topic.partitions if p.records)
+        if size:
+            metrics.bytes_out(topic.topic, size)
+
+
 async def _wait_for_append(partitions: Iterable[Partition], deadline: float) -> None:
     event = trio.Event()
     watched = list(partitions)
@@ -112,6 +120,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             raise
         if total >= request.min_bytes or errors or not readable or trio.current_time() >= deadline:
             ctx.after_send.append(pins.close)
+            if total:
+                _count_bytes_out(ctx, topics)
             return FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=topics)
         # Not enough yet: let go of the pinned segments while waiting, then read again.
         pins.close()

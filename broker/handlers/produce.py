@@ -90,6 +90,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 response = ProduceResponse.PartitionProduceResponse(
                     error_code=code, base_offset=-1, error_message=str(exc)
                 )
+            else:
+                broker.metrics.bytes_in(topic.name, len(data.records))
             response.index = data.index
             partitions.append(response)
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))

@@ -23,7 +23,7 @@ import struct
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -118,6 +118,9 @@ class PartitionLog:
         self._dir_dirty = True
         self._truncations = 0
         self._closed = False
+        #: Told how long each flush that synced anything spent in fsync (seconds),
+        #: on the flushing thread: the broker's flush latency metric.
+        self.on_flush: Callable[[float], None] | None = None
 
     # --- opening ------------------------------------------------------------
 
@@ -411,12 +414,14 @@ class PartitionLog:
             for segment in pinned:
                 segment.dirty = False
             done = False
+            started = time.perf_counter()
             try:
                 for segment in pinned:
                     segment.fsync()
                 if sync_dir:
                     fsync_dir(self._dir)
                 done = True
+                self._report_flush(started, bool(pinned) or sync_dir)
             except OSError:
                 if not self._closed:
                     raise
@@ -434,6 +439,10 @@ class PartitionLog:
                             self._first_unflushed_ms = first
                         self._rolled_unflushed |= rolled
                         self._dir_dirty |= sync_dir
+
+    def _report_flush(self, started: float, synced: bool) -> None:
+        if synced and self.on_flush is not None:
+            self.on_flush(time.perf_counter() - started)
 
     # --- retention --------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -65,6 +65,7 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._last_checkpoint: dict[tuple[str, int], int] | None = None
         self._closed = False
+        self._on_flush: Callable[[float], None] | None = None
         self.data_dir.mkdir(parents=True, exist_ok=True)
 
         marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
@@ -102,6 +103,18 @@ class LogManager:
         overrides = self._topic_overrides.get(topic)
         return self.default_config.with_overrides(overrides) if overrides else self.default_config
 
+    @property
+    def on_flush(self) -> Callable[[float], None] | None:
+        return self._on_flush
+
+    @on_flush.setter
+    def on_flush(self, observer: Callable[[float], None] | None) -> None:
+        """Hands every log, present and future, the flush-latency observer
+        (see :attr:`PartitionLog.on_flush`)."""
+        self._on_flush = observer
+        for partition_log in self._logs.values():
+            partition_log.on_flush = observer
+
     # --- partitions -------------------------------------------------------------
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
@@ -123,6 +136,7 @@ class LogManager:
         if existing is not None:
             return existing
         created = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition), self._config_for(topic))
+        created.on_flush = self._on_flush
         fsync_dir(self.data_dir)
         self._logs[tp] = created
         return created

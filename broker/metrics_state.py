@@ -1,0 +1,100 @@
+"""Broker metrics read from the broker's state when Prometheus scrapes.
+
+Log sizes, segment counts, groups and the ZooKeeper session are already
+known to the broker; reading them at scrape time (on the trio thread, where
+that state lives) costs nothing on the append or request path.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .group.group import GroupState
+
+if TYPE_CHECKING:
+    from .state import Broker
+
+#: The values of tributary_broker_zookeeper_session_state's ``state`` label.
+ZK_STATES = ("connected", "suspended", "lost")
+
+
+def zookeeper_state(connected: bool, session_id: int | None) -> str:
+    """connected: a live session; suspended: the connection dropped but the
+    session may still be resumed (ephemeral nodes still there); lost: no
+    session (expired, or not yet or no longer opened)."""
+    if connected:
+        return "connected"
+    return "suspended" if session_id is not None else "lost"
+
+
+class BrokerStateCollector(Collector):
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._logs()
+        yield from self._groups()
+        yield from self._zookeeper()
+
+    def _logs(self) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily(
+            "tributary_broker_log_size_bytes", "Bytes in a partition log's segments", labels=labels
+        )
+        segments = GaugeMetricFamily("tributary_broker_log_segments", "Segments of a partition log", labels=labels)
+        start = GaugeMetricFamily(
+            "tributary_broker_log_start_offset", "First offset still in a partition log", labels=labels
+        )
+        end = GaugeMetricFamily(
+            "tributary_broker_log_end_offset", "Offset the next record appended to a partition gets", labels=labels
+        )
+        for tp, partition_log in sorted(self._broker.logs.all_logs().items()):
+            if partition_log.closed:
+                continue
+            key = [tp.topic, str(tp.partition)]
+            size.add_metric(key, partition_log.size_in_bytes)
+            segments.add_metric(key, len(partition_log.segments))
+            start.add_metric(key, partition_log.log_start_offset)
+            end.add_metric(key, partition_log.log_end_offset)
+        yield from (size, segments, start, end)
+
+    def _groups(self) -> Iterator[Metric]:
+        coordinator = self._broker.groups.coordinator
+        by_state = Counter(group.state for group in coordinator.groups.values())
+        groups = GaugeMetricFamily(
+            "tributary_broker_groups", "Consumer groups this broker coordinates, by state", labels=["state"]
+        )
+        for state in GroupState:
+            groups.add_metric([state.value], by_state[state])
+        yield groups
+        rebalances = CounterMetricFamily(
+            "tributary_broker_group_rebalances",
+            "Group rebalances on this coordinator since start: started (to PreparingRebalance) and completed "
+            "(a new generation with members)",
+            labels=["phase"],
+        )
+        rebalances.add_metric(["started"], coordinator.membership.rebalances_started)
+        rebalances.add_metric(["completed"], coordinator.membership.rebalances_completed)
+        yield rebalances
+
+    def _zookeeper(self) -> Iterator[Metric]:
+        registry = self._broker.registry
+        current = zookeeper_state(registry.connected, registry.session_id)
+        state = GaugeMetricFamily(
+            "tributary_broker_zookeeper_session_state",
+            "The broker's ZooKeeper session: 1 for the state it is in (connected, suspended, lost), 0 for the others",
+            labels=["state"],
+        )
+        for name in ZK_STATES:
+            state.add_metric([name], 1.0 if name == current else 0.0)
+        yield state
+        yield GaugeMetricFamily(
+            "tributary_broker_controller",
+            "1 while this broker is the cluster's controller",
+            value=registry.is_controller,
+        )
