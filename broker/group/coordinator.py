@@ -317,6 +317,67 @@ class GroupCoordinator:
             ErrorCode.NONE, {tp: group.offsets.get(tp) if group is not None else None for tp in partitions}
         )
 
+    def delete_groups(self, now_ms: int, group_ids: Iterable[str]) -> tuple[dict[str, ErrorCode], list[Effect]]:
+        """DeleteGroups: remove Empty groups with their offsets (tombstones for each offset
+        and for the group). A group with members gets NON_EMPTY_GROUP; an unknown one
+        GROUP_ID_NOT_FOUND."""
+        self.rt.begin(now_ms)
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            error = self._status(group_id)
+            group = self.groups.get(group_id)
+            if error is None:
+                if group is None or group.is_(GroupState.DEAD):
+                    error = ErrorCode.GROUP_ID_NOT_FOUND
+                elif not group.is_(GroupState.EMPTY):
+                    error = ErrorCode.NON_EMPTY_GROUP
+            if error is not None or group is None:
+                results[group_id] = error or ErrorCode.GROUP_ID_NOT_FOUND
+                continue
+            committed = [tp for tp, _ in group.offsets]
+            group.offsets.remove(committed)
+            self.membership.unload(group)  # cancels its timers; leaves it Dead
+            del self.groups[group_id]
+            records: list[tuple[bytes, bytes | None]] = [
+                (encode_offset_key(group_id, topic, partition), None) for topic, partition in committed
+            ]
+            records.append((encode_group_key(group_id), None))
+            self.rt.write(group.partition, records)
+            results[group_id] = ErrorCode.NONE
+            log.info("group %s deleted with %d committed offsets", group_id, len(committed))
+        return results, self.rt.take()
+
+    def delete_offsets(
+        self, now_ms: int, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], list[Effect]]:
+        """OffsetDelete: remove some committed offsets of a group, except those of topics
+        its live consumers subscribe to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        self.rt.begin(now_ms)
+        wanted = list(partitions)
+        error = self._status(group_id)
+        group = self.groups.get(group_id)
+        if error is None and (group is None or group.is_(GroupState.DEAD)):
+            error = ErrorCode.GROUP_ID_NOT_FOUND
+        if error is not None or group is None:
+            return error or ErrorCode.GROUP_ID_NOT_FOUND, {}, self.rt.take()
+        active = not group.is_(GroupState.EMPTY)
+        if active and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return ErrorCode.NON_EMPTY_GROUP, {}, self.rt.take()
+        subscribed = (group.subscribed_topics or frozenset()) if active else frozenset()
+        results: dict[TopicPartition, ErrorCode] = {}
+        removed: list[TopicPartition] = []
+        for tp in wanted:
+            if tp[0] in subscribed:
+                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            results[tp] = ErrorCode.NONE
+            if group.offsets.get(tp) is not None:
+                removed.append(tp)
+        group.offsets.remove(removed)
+        if removed:
+            self.rt.write(group.partition, [(encode_offset_key(group_id, t, p), None) for t, p in removed])
+        return ErrorCode.NONE, results, self.rt.take()
+
     def _expire_offsets(self) -> None:
         now = self.rt.now_ms
         retention = self.config.offsets_retention_ms

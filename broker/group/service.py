@@ -124,6 +124,18 @@ class GroupService:
         await self._apply(effects)
         return result
 
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        results, effects = self.coordinator.delete_groups(self._clock(), group_ids)
+        await self._apply(effects)
+        return results
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        error, results, effects = self.coordinator.delete_offsets(self._clock(), group_id, partitions)
+        await self._apply(effects)
+        return error, results
+
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> FetchResult:
         return self.coordinator.fetch_offsets(group_id, partitions)
 
