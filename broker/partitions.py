@@ -79,7 +79,9 @@ class PartitionManager:
         local logs it does not name (topics deleted while this broker was down)
         are deleted too.
 
-        A partition that merely lost its leader keeps its log: its broker may be back."""
+        A partition that merely lost its leader keeps its log: its broker may be back.
+        Every change also hands the logs kept here their topic's current config, so an
+        altered retention or segment size takes effect without waiting for traffic."""
         removed = {(r.topic, r.partition) for r in change.removed}
         if first:
             assigned = {(r.topic, r.partition) for r in change.added}
@@ -92,3 +94,7 @@ class PartitionManager:
             self.logs.delete_partition(topic, index)
         for replica in sorted(change.added):
             self.lookup(change.snapshot, replica.topic, replica.partition)
+        for tp in self.logs.partitions():
+            info = change.snapshot.topics.get(tp.topic)
+            if info is not None:
+                self.logs.get_or_create(tp.topic, tp.partition, info.config)

@@ -11,6 +11,8 @@ Its duties:
   and write the topic, its partition states and config, and remove the request, all atomically;
 - topic deletion requests (`/admin/delete_topics/<t>`): remove every node of the topic and the
   request, atomically;
+- partition growth requests (`/admin/create_partitions/<t>`): spread the new partitions over the
+  live brokers and write them into the topic's assignment with their states, atomically;
 - leadership: whenever the set of live brokers changes, a partition whose leader died goes to the
   first live replica of its ISR, or to -1 when there is none; a new live leader bumps the epoch.
 """
@@ -43,8 +45,10 @@ from broker.cluster.znodes import (
     CreateTopicRequest,
     LeaderAndIsr,
     decode_controller_epoch,
+    decode_create_partitions_request,
     decode_create_request,
     decode_partition_state,
+    decode_topic,
     encode_config,
     encode_controller,
     encode_controller_epoch,
@@ -217,14 +221,18 @@ class Controller:
                 if repair:
                     await session.ensure_path(zk_paths.ADMIN_CREATE_TOPICS)
                     await session.ensure_path(zk_paths.ADMIN_DELETE_TOPICS)
+                    await session.ensure_path(zk_paths.ADMIN_CREATE_PARTITIONS)
                     repair = False
                 deletions = await session.children(zk_paths.ADMIN_DELETE_TOPICS, watch=self._admin_watch)
                 creations = await session.children(zk_paths.ADMIN_CREATE_TOPICS, watch=self._admin_watch)
+                growths = await session.children(zk_paths.ADMIN_CREATE_PARTITIONS, watch=self._admin_watch)
                 clean = True
                 for name in sorted(deletions):
                     clean &= await self._delete_topic(epoch, name)
                 for name in sorted(creations):
                     clean &= await self._create_topic(epoch, name)
+                for name in sorted(growths):
+                    clean &= await self._grow_topic(epoch, name)
                 clean &= await self._reconcile_leaders(epoch)
             except _Fenced:
                 logger.warning("controller epoch %d was superseded", epoch.epoch)
@@ -326,6 +334,64 @@ class Controller:
             logger.info("creating topic %r raced with another writer (%s); retrying", name, exc)
             return False
         logger.info("created topic %r with %d partitions", name, len(assignment))
+        return True
+
+    async def _grow_topic(self, epoch: ControllerEpoch, name: str) -> bool:
+        """Act on `/admin/create_partitions/<name>`: add partitions up to the requested count.
+
+        The new partitions continue the round robin from a random broker, with the topic's
+        replication factor; the topic node is written with its version checked, so a concurrent
+        deletion or growth makes this attempt fail and run again on fresh data. A request that
+        cannot be honoured (topic gone or recreated, count not larger, too few brokers) is dropped,
+        which the requester reads as a refusal.
+        """
+        session = self._session
+        request_path = zk_paths.create_partitions_request(name)
+        node = await session.get_or_none(request_path)
+        if node is None:
+            return True
+        data, stat = node
+        topic = await session.get_or_none(zk_paths.topic(name))
+        if topic is None:
+            logger.warning("dropping partition request for %r: the topic does not exist", name)
+            await self._drop_request(request_path, stat.version)
+            return True
+        try:
+            request = decode_create_partitions_request(data)
+            topic_id, assignment = decode_topic(topic[0])
+        except ValueError as exc:
+            logger.warning("dropping partition request for %r: %s", name, exc)
+            await self._drop_request(request_path, stat.version)
+            return True
+        live = sorted(self._snapshot().live_broker_ids)
+        replication_factor = max((len(r) for r in assignment.values()), default=1)
+        current = len(assignment)
+        if request.topic_id not in ("", topic_id) or request.partitions <= current or replication_factor > len(live):
+            logger.warning(
+                "rejecting growth of topic %r from %d to %d partitions (%d live brokers)",
+                name,
+                current,
+                request.partitions,
+                len(live),
+            )
+            await self._drop_request(request_path, stat.version)
+            return True
+        spread = assign_replicas(live, request.partitions, replication_factor, self._rng.randrange(len(live)))
+        added = {index: replicas for index, replicas in spread.items() if index >= current}
+        ops: list[Op] = [
+            SetData(zk_paths.topic(name), encode_topic(topic_id, {**assignment, **added}), topic[1].version)
+        ]
+        for index, replicas in sorted(added.items()):
+            state = LeaderAndIsr(leader=replicas[0], leader_epoch=0, isr=replicas, controller_epoch=epoch.epoch)
+            ops.append(Create(zk_paths.partition(name, index)))
+            ops.append(Create(zk_paths.partition_state(name, index), encode_partition_state(state)))
+        ops.append(Delete(request_path, stat.version))
+        try:
+            await self._commit(epoch, ops)
+        except TransactionFailedError as exc:
+            logger.info("growing topic %r raced with another writer (%s); retrying", name, exc)
+            return False
+        logger.info("grew topic %r from %d to %d partitions", name, current, request.partitions)
         return True
 
     async def _delete_topic(self, epoch: ControllerEpoch, name: str) -> bool:

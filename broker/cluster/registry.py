@@ -50,6 +50,7 @@ from broker.cluster.model import (
 )
 from broker.cluster.session import CONNECTION_ERRORS, ChangeNotifier, Delete, Op, TransactionFailedError, ZkSession
 from broker.cluster.znodes import (
+    CreatePartitionsRequest,
     CreateTopicRequest,
     decode_broker,
     decode_cluster_id,
@@ -60,6 +61,8 @@ from broker.cluster.znodes import (
     decode_topic,
     encode_broker,
     encode_cluster_id,
+    encode_config,
+    encode_create_partitions_request,
     encode_create_request,
     encode_producer_id_block,
     new_uuid,
@@ -461,7 +464,9 @@ class ClusterRegistry:
 
         The first change lists every replica assigned now (so a broker syncs its local logs at
         start-up, after `nursery.start(registry.run)`); later ones only differences, each computed
-        against the previous one, so nothing is lost when intermediate snapshots are skipped.
+        against the previous one, so nothing is lost when intermediate snapshots are skipped. A
+        change of the config of a topic with replicas here comes as a change with nothing added
+        or removed, so the broker applies it.
         The iteration ends when the registry stops.
         """
         return AssignmentFeed(self)
@@ -552,6 +557,91 @@ class ClusterRegistry:
             f"no controller deleted topic {name!r} within {timeout:g} s; it stays marked for deletion"
         )
 
+    async def create_partitions(self, name: str, count: int, *, timeout: float = 30.0) -> TopicInfo:
+        """Ask the controller to grow a topic to `count` partitions; wait until this broker's
+        snapshot shows them.
+
+        Raises UnknownTopicError, InvalidPartitionsError (`count` is not larger than now),
+        TopicCreationRejectedError (the controller refused: the topic changed meanwhile, or too
+        few brokers), or ControllerUnavailableError on timeout (the request stays queued).
+        """
+        session = self._require_session()
+        info = self._snapshot.topics.get(name)
+        if info is None:
+            raise UnknownTopicError(f"topic {name!r} does not exist")
+        if count <= len(info.partitions):
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {len(info.partitions)} partitions: the new count must be larger, not {count}"
+            )
+        request = CreatePartitionsRequest(info.topic_id, count, self.broker_id)
+        request_path = zk_paths.create_partitions_request(name)
+        with trio.move_on_after(timeout), _zookeeper_errors(f"adding partitions to topic {name!r}"):
+            try:
+                await session.create(request_path, encode_create_partitions_request(request))
+            except NodeExistsError:
+                raise InvalidPartitionsError(f"partitions are already being added to topic {name!r}") from None
+            await self._wait_until_absent(session, request_path)
+            node = await session.get_or_none(zk_paths.topic(name))
+            if node is None or decode_topic(node[0])[0] != info.topic_id:
+                raise UnknownTopicError(f"topic {name!r} was deleted while partitions were being added")
+            if len(decode_topic(node[0])[1]) < count:
+                raise TopicCreationRejectedError(f"the controller did not grow topic {name!r} (see its log)")
+
+            def grown() -> bool:
+                now = self._snapshot.topics.get(name)
+                return now is None or now.topic_id != info.topic_id or len(now.partitions) >= count
+
+            await self._notifier.wait_until(grown)
+            grown_info = self._snapshot.topics.get(name)
+            if grown_info is None:
+                raise UnknownTopicError(f"topic {name!r} was deleted while partitions were being added")
+            return grown_info
+        raise ControllerUnavailableError(
+            f"no controller added partitions to topic {name!r} within {timeout:g} s; the request stays queued"
+        )
+
+    async def alter_topic_config(
+        self,
+        name: str,
+        change: Callable[[Mapping[str, str]], Mapping[str, str]],
+        *,
+        timeout: float = 30.0,
+    ) -> Mapping[str, str]:
+        """Replace a topic's config (`/config/topics/<name>`, as Kafka stores it) with
+        `change(current)`; wait until this broker's snapshot shows it, and return it.
+
+        A compare-and-set on the node's version, retried when another writer got there first, so
+        concurrent incremental changes never lose each other's keys. Every broker watches the
+        node and applies the new config to its logs. Raises UnknownTopicError.
+        """
+        session = self._require_session()
+        path = zk_paths.topic_config(name)
+        with trio.move_on_after(timeout), _zookeeper_errors(f"changing the config of topic {name!r}"):
+            while True:
+                topic = await session.get_or_none(zk_paths.topic(name))
+                if topic is None:
+                    raise UnknownTopicError(f"topic {name!r} does not exist")
+                topic_id = decode_topic(topic[0])[0]
+                node = await session.get_or_none(path)
+                current = decode_config(node[0]) if node is not None else {}
+                wanted = dict(change(current))
+                try:
+                    if node is None:
+                        await session.create(path, encode_config(wanted))
+                    elif wanted != current:
+                        await session.set(path, encode_config(wanted), version=node[1].version)
+                except (NodeExistsError, BadVersionError):
+                    continue
+                break
+
+            def applied() -> bool:
+                now = self._snapshot.topics.get(name)
+                return now is None or now.topic_id != topic_id or dict(now.config) == wanted
+
+            await self._notifier.wait_until(applied)
+            return wanted
+        raise ZooKeeperUnavailableError(f"could not change the config of topic {name!r} within {timeout:g} s")
+
     async def _wait_until_absent(self, session: ZkSession, path: str) -> None:
         while not await self._absent_or_changed(session, path):
             pass
@@ -637,6 +727,7 @@ class AssignmentFeed:
         self._snapshots = SnapshotFeed(registry)
         self._broker_id = registry.broker_id
         self._held: frozenset[ReplicaKey] | None = None
+        self._configs: dict[str, Mapping[str, str]] = {}
 
     def __aiter__(self) -> AssignmentFeed:
         return self
@@ -646,8 +737,12 @@ class AssignmentFeed:
             assigned = snapshot.replicas_of(self._broker_id)
             held = self._held
             self._held = assigned
+            # A changed topic config is a change too (with nothing added or removed): the
+            # broker applies it to the logs it holds.
+            configs = {r.topic: snapshot.topics[r.topic].config for r in assigned}
+            configs_changed, self._configs = configs != self._configs, configs
             if held is None:
                 return AssignmentChange(added=assigned, removed=frozenset(), snapshot=snapshot)
-            if assigned != held:
+            if assigned != held or configs_changed:
                 return AssignmentChange(added=assigned - held, removed=held - assigned, snapshot=snapshot)
         raise StopAsyncIteration

@@ -10,6 +10,8 @@ CONFIG_TOPICS = "/config/topics"
 ADMIN = "/admin"
 ADMIN_CREATE_TOPICS = "/admin/create_topics"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
+# Tributary's own: requests to grow a topic, acted on by the controller.
+ADMIN_CREATE_PARTITIONS = "/admin/create_partitions"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER = "/cluster"
@@ -17,7 +19,15 @@ CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Created at start-up by every broker (idempotently) so watches have something to sit on.
-PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, ADMIN_CREATE_TOPICS, ADMIN_DELETE_TOPICS, CLUSTER)
+PERSISTENT_PATHS = (
+    BROKER_IDS,
+    BROKER_TOPICS,
+    CONFIG_TOPICS,
+    ADMIN_CREATE_TOPICS,
+    ADMIN_DELETE_TOPICS,
+    ADMIN_CREATE_PARTITIONS,
+    CLUSTER,
+)
 
 
 def broker(broker_id: int) -> str:
@@ -50,6 +60,10 @@ def create_request(name: str) -> str:
 
 def delete_request(name: str) -> str:
     return f"{ADMIN_DELETE_TOPICS}/{name}"
+
+
+def create_partitions_request(name: str) -> str:
+    return f"{ADMIN_CREATE_PARTITIONS}/{name}"
 
 
 def child_of(path: str, parent: str) -> str | None:

@@ -23,6 +23,7 @@ CONFIG_VERSION = 1
 CONTROLLER_VERSION = 1
 PRODUCER_ID_BLOCK_VERSION = 1
 CREATE_REQUEST_VERSION = 1
+CREATE_PARTITIONS_REQUEST_VERSION = 1
 
 
 class MalformedZnodeError(ValueError):
@@ -272,5 +273,39 @@ def decode_create_request(data: bytes) -> CreateTopicRequest:
         partitions=_int(value.get("partitions"), "partitions"),
         replication_factor=_int(value.get("replication_factor", 1), "replication_factor"),
         config={str(k): v for k, v in config.items()},
+        requested_by=_int(value.get("requested_by", -1), "requested_by"),
+    )
+
+
+# /admin/create_partitions/<topic>: Tributary's own request to grow a topic to a partition count.
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsRequest:
+    #: The topic id the requester saw, so a request outliving its topic never grows a new one.
+    topic_id: str
+    partitions: int
+    requested_by: int
+
+
+def encode_create_partitions_request(request: CreatePartitionsRequest) -> bytes:
+    return _dump(
+        {
+            "version": CREATE_PARTITIONS_REQUEST_VERSION,
+            "topic_id": request.topic_id,
+            "partitions": request.partitions,
+            "requested_by": request.requested_by,
+        }
+    )
+
+
+def decode_create_partitions_request(data: bytes) -> CreatePartitionsRequest:
+    value = _load(data)
+    topic_id = value.get("topic_id", "")
+    if not isinstance(topic_id, str):
+        raise MalformedZnodeError("create partitions request topic_id is not a string")
+    return CreatePartitionsRequest(
+        topic_id=topic_id,
+        partitions=_int(value.get("partitions"), "partitions"),
         requested_by=_int(value.get("requested_by", -1), "requested_by"),
     )

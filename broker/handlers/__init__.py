@@ -14,13 +14,19 @@ from protocol.messages import ApiKey
 
 from ..context import RequestContext
 from . import (
+    alter_configs,
     api_versions,
+    create_partitions,
     create_topics,
+    delete_groups,
     delete_topics,
+    describe_configs,
     describe_groups,
+    describe_log_dirs,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -28,6 +34,7 @@ from . import (
     list_offsets,
     metadata,
     offset_commit,
+    offset_delete,
     offset_fetch,
     produce,
     sync_group,
@@ -54,6 +61,13 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.SYNC_GROUP: sync_group.handle,
     ApiKey.DESCRIBE_GROUPS: describe_groups.handle,
     ApiKey.LIST_GROUPS: list_groups.handle,
+    ApiKey.CREATE_PARTITIONS: create_partitions.handle,
+    ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
+    ApiKey.ALTER_CONFIGS: alter_configs.handle,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
+    ApiKey.DELETE_GROUPS: delete_groups.handle,
+    ApiKey.OFFSET_DELETE: offset_delete.handle,
+    ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs.handle,
 }
 
 __all__ = ["HANDLERS", "Handler", "unsupported_api_versions_response"]

@@ -1,0 +1,73 @@
+"""DescribeConfigs: a topic's configs (its overrides, else the broker's defaults),
+or this broker's log defaults.
+
+Resource types are Kafka's: 2 = topic, 4 = broker (named by its id; "" asks
+for the cluster default, answered the same way since every broker of a
+Tributary cluster takes its defaults from its own TOML).
+"""
+
+from __future__ import annotations
+
+from protocol.error_codes import ErrorCode
+from protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
+
+from ..context import RequestContext
+from ..topics import ConfigEntry, describe_broker_config, describe_topic_config
+
+TOPIC = 2
+BROKER = 4
+
+Result = DescribeConfigsResponse.DescribeConfigsResult
+Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
+
+
+def _entry(entry: ConfigEntry, *, read_only: bool, synonyms: bool) -> Entry:
+    return Entry(
+        name=entry.name,
+        value=entry.value,
+        read_only=read_only,
+        is_default=entry.is_default,
+        config_source=entry.source,
+        is_sensitive=False,
+        synonyms=[DescribeConfigsResponse.DescribeConfigsSynonym(entry.name, entry.value, entry.source)]
+        if synonyms
+        else [],
+        config_type=entry.config_type,
+        documentation=None,
+    )
+
+
+def _describe(ctx: RequestContext, resource: DescribeConfigsRequest.DescribeConfigsResource, synonyms: bool) -> Result:
+    broker = ctx.broker
+    result = Result(error_code=ErrorCode.NONE, error_message=None, resource_type=resource.resource_type,
+                    resource_name=resource.resource_name)  # fmt: skip
+    if resource.resource_type == TOPIC:
+        info = broker.snapshot().topics.get(resource.resource_name)
+        if info is None:
+            result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            result.error_message = f"topic {resource.resource_name!r} does not exist"
+            return result
+        entries = describe_topic_config(info.config, broker.config.log)
+        read_only = False
+    elif resource.resource_type == BROKER:
+        if resource.resource_name not in ("", str(broker.broker_id)):
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = f"this is broker {broker.broker_id}, not {resource.resource_name}"
+            return result
+        entries = describe_broker_config(broker.config.log)
+        read_only = True
+    else:
+        result.error_code = ErrorCode.INVALID_REQUEST
+        result.error_message = (
+            f"resource type {resource.resource_type} is not supported: only topics (2) and brokers (4)"
+        )
+        return result
+    keys = resource.configuration_keys
+    result.configs = [
+        _entry(e, read_only=read_only, synonyms=synonyms) for e in entries if keys is None or e.name in keys
+    ]
+    return result
+
+
+async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    return DescribeConfigsResponse(results=[_describe(ctx, r, request.include_synonyms) for r in request.resources])

@@ -1,0 +1,39 @@
+"""DescribeLogDirs: the size on disk of the partition logs this broker holds.
+
+A broker has one data directory, so the answer has one log dir. ``topics``
+null asks for every log; otherwise only the named partitions held here are
+listed. ``offset_lag`` (how far a future replica trails) is always 0: there
+are no future replicas.
+"""
+
+from __future__ import annotations
+
+from protocol.error_codes import ErrorCode
+from protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
+
+from ..context import RequestContext
+
+R = DescribeLogDirsResponse
+
+
+async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    logs = ctx.broker.logs.all_logs()
+    wanted: set[tuple[str, int]] | None = None
+    if request.topics is not None:
+        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+    by_topic: dict[str, list[R.DescribeLogDirsPartition]] = {}
+    for tp, partition_log in sorted(logs.items()):
+        if wanted is not None and (tp.topic, tp.partition) not in wanted:
+            continue
+        by_topic.setdefault(tp.topic, []).append(
+            R.DescribeLogDirsPartition(partition_index=tp.partition, partition_size=partition_log.size_in_bytes)
+        )
+    return R(
+        results=[
+            R.DescribeLogDirsResult(
+                error_code=ErrorCode.NONE,
+                log_dir=str(ctx.broker.logs.data_dir),
+                topics=[R.DescribeLogDirsTopic(name=name, partitions=ps) for name, ps in by_topic.items()],
+            )
+        ]
+    )

@@ -1,0 +1,39 @@
+"""IncrementalAlterConfigs: set or delete single keys of a topic's config."""
+
+from __future__ import annotations
+
+import logging
+
+from protocol.error_codes import ErrorCode
+from protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+
+from ..context import RequestContext
+from ..topic_config_changes import Refused, apply, incremental
+
+log = logging.getLogger(__name__)
+
+
+async def _alter(
+    ctx: RequestContext, resource: IncrementalAlterConfigsRequest.AlterConfigsResource, validate_only: bool
+) -> IncrementalAlterConfigsResponse.AlterConfigsResourceResponse:
+    result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+    try:
+        change = incremental([(c.name, c.config_operation, c.value) for c in resource.configs])
+        await apply(ctx.broker, resource.resource_type, resource.resource_name, change, validate_only)
+    except Refused as exc:
+        result.error_code, result.error_message = exc.code, str(exc)
+        return result
+    if not validate_only:
+        log.info("config of topic %s changed for %s", resource.resource_name, ctx.peer)
+    return result
+
+
+async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    return IncrementalAlterConfigsResponse(
+        responses=[await _alter(ctx, r, request.validate_only) for r in request.resources]
+    )

@@ -1,0 +1,91 @@
+"""Applying AlterConfigs and IncrementalAlterConfigs to a topic's stored config.
+
+Both requests name resources (2 = topic, 4 = broker) and configs; this module
+turns one resource's entries into the function the cluster registry applies
+to the current config in a compare-and-set, and says why a request is refused.
+Broker configs are static (the broker's TOML), so altering them is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from protocol.error_codes import ErrorCode
+
+from .cluster.errors import ClusterError, UnknownTopicError
+from .topics import topic_config_error
+
+if TYPE_CHECKING:
+    from .state import Broker
+
+TOPIC = 2
+BROKER = 4
+# IncrementalAlterConfigs operations.
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+Change = Callable[[Mapping[str, str]], Mapping[str, str]]
+
+
+class Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def replace_all(entries: Sequence[tuple[str, str | None]]) -> Change:
+    """AlterConfigs: the entries become the whole config (null values are left out)."""
+    wanted = {name: value for name, value in entries if value is not None}
+    return lambda _current: wanted
+
+
+def incremental(entries: Sequence[tuple[str, int, str | None]]) -> Change:
+    """IncrementalAlterConfigs: SET and DELETE per key. APPEND and SUBTRACT act on list
+    configs, and the only one (cleanup.policy) accepts a single value here."""
+    for name, operation, _ in entries:
+        if operation in (APPEND, SUBTRACT):
+            raise Refused(ErrorCode.INVALID_CONFIG, f"{name}: APPEND and SUBTRACT are not supported")
+        if operation not in (SET, DELETE):
+            raise Refused(ErrorCode.INVALID_REQUEST, f"{name}: unknown config operation {operation}")
+    if len({name for name, _, _ in entries}) != len(entries):
+        raise Refused(ErrorCode.INVALID_REQUEST, "a config is named twice")
+
+    def change(current: Mapping[str, str]) -> Mapping[str, str]:
+        result = dict(current)
+        for name, operation, value in entries:
+            if operation == DELETE or value is None:
+                result.pop(name, None)
+            else:
+                result[name] = value
+        return result
+
+    return change
+
+
+async def apply(broker: Broker, resource_type: int, name: str, change: Change, validate_only: bool) -> None:
+    """Validate and (unless ``validate_only``) store the change; raises Refused."""
+    if resource_type == BROKER:
+        raise Refused(ErrorCode.INVALID_REQUEST, "broker configs are static: set them in the broker's TOML file")
+    if resource_type != TOPIC:
+        raise Refused(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported")
+    info = broker.snapshot().topics.get(name)
+    if info is None:
+        raise Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    # Validated against the config as it is now; the stored change applies to the newest one.
+    if (why := topic_config_error(dict(change(info.config)))) is not None:
+        raise Refused(ErrorCode.INVALID_CONFIG, why)
+    if validate_only:
+        return
+
+    def checked(current: Mapping[str, str]) -> Mapping[str, str]:
+        wanted = change(current)
+        if (why := topic_config_error(dict(wanted))) is not None:
+            raise Refused(ErrorCode.INVALID_CONFIG, why)
+        return wanted
+
+    try:
+        await broker.registry.alter_topic_config(name, checked)
+    except UnknownTopicError as exc:
+        raise Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)) from exc
+    except ClusterError as exc:
+        raise Refused(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from exc
