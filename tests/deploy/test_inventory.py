@@ -49,7 +49,12 @@ def ansible_inventory(source: Path, topology: Path | None = None) -> dict[str, A
 
 def run_script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], env=env or ansible_env(), capture_output=True, text=True, timeout=60
+        [sys.executable, str(SCRIPT), *args],
+        env=env or ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
