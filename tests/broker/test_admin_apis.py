@@ -246,10 +246,14 @@ def test_confluent_alter_configs_refuses_bad_values_and_changes_nothing(cluster:
     assert zk_config(cluster, topic) == {"retention.ms": "3600000"}
 
 
-def test_kafka_python_describe_and_alter_configs(cluster: Cluster, admin: AdminClient, kp_admin: KafkaAdminClient) -> None:
+def test_kafka_python_describe_and_alter_configs(
+    cluster: Cluster, admin: AdminClient, kp_admin: KafkaAdminClient
+) -> None:
     topic = new_topic(admin, 1)
     # kafka-python uses IncrementalAlterConfigs when the broker offers it, AlterConfigs when told not to.
-    result = kp_admin.alter_configs([KPConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "7200000"})])
+    result = kp_admin.alter_configs(
+        [KPConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "7200000"})]
+    )
     assert result == {"topic": {topic: "OK"}}
     result = kp_admin.alter_configs(
         [KPConfigResource(ConfigResourceType.TOPIC, topic, configs={"flush.messages": "10"})], incremental=False
