@@ -158,6 +158,10 @@ def describe_returncode(code: int | None) -> str:
             return f"killed by {signal.Signals(-code).name}"
         except ValueError:
             return f"killed by signal {-code}"
+    if code > 128:
+        # A JVM, a shell and Python's default handlers report death by signal N as 128 + N.
+        with contextlib.suppress(ValueError):
+            return f"exited with status {code} ({signal.Signals(code - 128).name})"
     return f"exited with status {code}"
 
 
@@ -223,22 +227,28 @@ class Supervisor:
 
     async def _supervise(self, child: Child, scope: trio.CancelScope) -> None:
         backoff = self._backoff()
-        with scope:
-            while True:
-                child.state = State.WAITING
-                if child.spec.before_start is not None:
-                    try:
-                        await child.spec.before_start()
-                    except Exception as exc:
-                        # The hook only saves wasted attempts: start anyway, the backoff still applies.
-                        self._on_event(Event(child.spec.name, f"before-start check failed ({exc}); starting anyway"))
-                ran_for = await self._run_once(child)
-                delay = backoff.delay_after(ran_for)
-                child.state = State.BACKOFF
-                self._on_event(Event(child.spec.name, "restarting", delay=delay))
-                await trio.sleep(delay)
-        child.state = State.STOPPED
-        child.stopped.set()
+        try:
+            with scope:
+                await self._keep_running(child, backoff)
+        finally:
+            # Also when the whole nursery is cancelled (not just this child's scope).
+            child.state = State.STOPPED
+            child.stopped.set()
+
+    async def _keep_running(self, child: Child, backoff: Backoff) -> None:
+        while True:
+            child.state = State.WAITING
+            if child.spec.before_start is not None:
+                try:
+                    await child.spec.before_start()
+                except Exception as exc:
+                    # The hook only saves wasted attempts: start anyway, the backoff still applies.
+                    self._on_event(Event(child.spec.name, f"before-start check failed ({exc}); starting anyway"))
+            ran_for = await self._run_once(child)
+            delay = backoff.delay_after(ran_for)
+            child.state = State.BACKOFF
+            self._on_event(Event(child.spec.name, "restarting", delay=delay))
+            await trio.sleep(delay)
 
     async def _run_once(self, child: Child) -> float:
         """Start the child and wait for it to exit; on cancellation stop it first. Returns its run time."""
