@@ -1,0 +1,67 @@
+"""The ``tributary load`` command's body, shared by ``deploy/cmd_load.py`` and
+``python -m loader`` (the script spark-submit runs on YARN or a standalone cluster)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from .errors import LoadError
+from .job import load
+from .options import load_options
+from .state import StateError
+from .summary import Summary, table, write_reports
+
+PROG = "tributary load"
+# The line of a Python worker's traceback (relayed by Spark) that says what went wrong.
+_PYTHON_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+
+
+def _explain(exc: BaseException) -> str:
+    """One line for an operator: a Spark failure is reduced to the executor's Python error."""
+    text = str(exc).strip()
+    found = [m for line in text.splitlines() if (m := _PYTHON_ERROR.match(line.strip()))]
+    for m in reversed(found):
+        if m.group(1) in ("RangeError", "LoadError") or "Kafka" in m.group(1) or "OffsetOutOfRange" in m.group(1):
+            return f"{m.group(1)}: {m.group(2)}"
+    if found:
+        return f"{found[-1].group(1)}: {found[-1].group(2)}"
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def run(args: argparse.Namespace) -> int:
+    flags = {
+        "bootstrap": args.bootstrap,
+        "output": args.output,
+        "topics": args.topics,
+        "master": args.master,
+        "max-records-per-task": args.max_records_per_task,
+        "allow-gaps": args.allow_gaps,
+        "target-file-bytes": args.target_file_bytes,
+        "summary-json": args.summary_json,
+        "metrics-file": args.metrics_file,
+    }
+    try:
+        options = load_options(flags, args.config)
+    except LoadError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    summary = Summary()
+    status = 0
+    try:
+        load(options, summary)
+    except (LoadError, StateError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        status = 1
+    except Exception as exc:  # Spark and py4j failures: the cause, in one line
+        summary.error = _explain(exc)
+        print(f"{PROG}: run failed: {summary.error}", file=sys.stderr)
+        status = 1
+    print(table(summary), flush=True)
+    try:
+        write_reports(summary, options.summary_json, options.metrics_file)
+    except OSError as exc:
+        print(f"{PROG}: cannot write the reports: {exc}", file=sys.stderr)
+        status = status or 1
+    return status

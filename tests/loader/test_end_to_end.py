@@ -1,0 +1,105 @@
+"""A real load: three brokers, mirrored-looking zstd topics, PySpark in local mode, Parquet read back."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from tests.fixtures.brokers import Cluster
+
+from .conftest import create_topics, loaded_keys, manifests, produce, read_warehouse, run_load, unique
+
+HOUR_MS = 3_600_000
+# 2024-03-01 21:00 UTC: records spread over 30 hours cross two date boundaries.
+FIRST_MS = int(datetime(2024, 3, 1, 21, tzinfo=UTC).timestamp() * 1000)
+
+
+def test_a_load_holds_every_record_once_with_its_columns(aggregate: Cluster, tmp_path: Path) -> None:
+    tag = unique("")
+    topics = [f"east.clicks{tag}", f"west.clicks{tag}", f"east.orders{tag}", f"local{tag}"]
+    counts = [40_000, 30_000, 20_000, 15_000]
+    create_topics(aggregate.bootstrap, topics)
+    produced = []
+    for topic, count in zip(topics, counts, strict=True):
+        produced += produce(aggregate.bootstrap, topic, count, first_ms=FIRST_MS, step_ms=30 * HOUR_MS // count)
+    output = tmp_path / "warehouse"
+    summary_path, metrics_path = tmp_path / "summary.json", tmp_path / "metrics.prom"
+    result = run_load(
+        aggregate.bootstrap,
+        output,
+        "--topics", f".*{tag}",
+        "--max-records-per-task", "12000",
+        "--summary-json", str(summary_path),
+        "--metrics-file", str(metrics_path),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    table = read_warehouse(output)
+    assert table.num_rows == sum(counts)
+    rows = table.to_pylist()
+    got = {(r["topic"], r["partition"], r["offset"]): r for r in rows}
+    assert len(got) == len(rows)  # no record twice
+    for p in produced:
+        row = got[(p.topic, p.partition, p.offset)]
+        dc, _, source_topic = p.topic.partition(".") if p.topic.startswith(("east.", "west.")) else (None, "", p.topic)
+        assert row["source_datacenter"] == dc
+        assert row["source_topic"] == source_topic
+        assert row["key"] == p.key
+        assert row["value"] == p.value
+        assert row["timestamp"] == datetime.fromtimestamp(p.timestamp / 1000, UTC)
+        assert row["event_date"] == row["timestamp"].date().isoformat()
+        assert tuple((h["key"], h["value"]) for h in row["headers"]) == p.headers
+
+    # The directories: topic, source datacenter (Hive's null for unmirrored topics), event date.
+    dirs = {f.parent.relative_to(output).as_posix() for f in output.rglob("*.parquet") if "_tributary" not in f.parts}
+    assert f"topic=east.clicks{tag}/source_datacenter=east/event_date=2024-03-01" in dirs
+    assert f"topic=local{tag}/source_datacenter=__HIVE_DEFAULT_PARTITION__/event_date=2024-03-03" in dirs
+    for f in output.rglob("*.parquet"):  # each file's name says what it holds
+        topic, partition, first, last = f.stem.rsplit("-", 3)
+        assert f.parent.parent.parent.name == f"topic={topic}"
+        held = pq.read_table(f, columns=["partition", "offset"])
+        assert set(held["partition"].to_pylist()) == {int(partition)}
+        assert held["offset"].to_pylist()[0] == int(first) and held["offset"].to_pylist()[-1] == int(last)
+
+    # The manifest counts per (topic, source datacenter, hour) equal what was produced.
+    (run,) = manifests(output).values()
+    expected = Counter(
+        (p.topic, p.topic.split(".")[0] if "." in p.topic else None, p.timestamp // HOUR_MS * HOUR_MS) for p in produced
+    )
+    counted = Counter(
+        {
+            (c["topic"], c["source_datacenter"], int(datetime.fromisoformat(c["hour"]).timestamp() * 1000)): c[
+                "records"
+            ]
+            for c in run["counts"]
+        }
+    )
+    assert counted == expected
+    assert sum(f["rows"] for f in run["files"]) == sum(counts)
+    assert {(r["topic"], r["partition"]) for r in run["ranges"]} == {(t, p) for t in topics for p in range(3)}
+    assert max(r["end"] - r["start"] for r in run["ranges"]) <= 12_000
+
+    summary = json.loads(summary_path.read_text())
+    assert summary["run"] == "00000001" and summary["records"] == sum(counts)
+    assert {(t["topic"], t["records"]) for t in summary["by_topic"]} == set(zip(topics, counts, strict=True))
+    assert summary["bytes"] == sum(f.stat().st_size for f in output.rglob("*.parquet"))
+    metrics = metrics_path.read_text()
+    assert "tributary_loader_last_run_success 1" in metrics
+    assert f'tributary_loader_last_run_records{{topic="local{tag}",source_datacenter=""}} 15000' in metrics
+    assert "RECORDS" in result.stdout and "105,000" in result.stdout
+
+    # A second run with nothing new commits nothing; with new records it loads only those.
+    again = run_load(aggregate.bootstrap, output, "--topics", f".*{tag}")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "nothing new" in again.stdout
+    more = produce(aggregate.bootstrap, topics[0], 5_000, first_ms=FIRST_MS + 40 * HOUR_MS, step_ms=1000, tag="more")
+    third = run_load(aggregate.bootstrap, output, "--topics", f".*{tag}")
+    assert third.returncode == 0, third.stderr[-3000:]
+    second_run = manifests(output)["00000002"]
+    assert second_run["totals"]["rows"] == 5_000
+    assert {(p.topic, p.partition, p.offset) for p in produced + more} == set(loaded_keys(output))
+    assert len(loaded_keys(output)) == sum(counts) + 5_000
