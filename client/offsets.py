@@ -156,6 +156,13 @@ class GroupOffsets:
         self, partitions: Iterable[TopicPartition], *, timeout: float | None = None
     ) -> dict[TopicPartition, int | None]:
         """Each partition's committed offset, None where nothing was committed."""
+        committed = await self.fetch_committed(partitions, timeout=timeout)
+        return {tp: (None if c is None else c.offset) for tp, c in committed.items()}
+
+    async def fetch_committed(
+        self, partitions: Iterable[TopicPartition], *, timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Each partition's committed offset and its metadata, None where nothing was committed."""
         wanted = list(dict.fromkeys(partitions))
         if not wanted:
             return {}
@@ -174,11 +181,12 @@ class GroupOffsets:
             )
             if not code:
                 found = {
-                    TopicPartition(t.name, p.partition_index): p.committed_offset
+                    TopicPartition(t.name, p.partition_index): OffsetAndMetadata(p.committed_offset, p.metadata or "")
                     for t in response.topics
                     for p in t.partitions
+                    if p.committed_offset >= 0
                 }
-                return {tp: (found[tp] if found.get(tp, -1) >= 0 else None) for tp in wanted}
+                return {tp: found.get(tp) for tp in wanted}
             error = error_for(code, context=f"fetch committed offsets of group {self.group_id!r}")
             if code not in _RETRY:
                 raise error

@@ -1,0 +1,204 @@
+"""The mirror's settings: command-line flags and TOML keys, validated once.
+
+Every flag is also a TOML key, spelled like the flag without its dashes
+(``source-alias`` or ``source_alias``); a flag given on the command line wins
+over the file. Validation happens here, before anything connects, so bad
+configuration is one clear line (:class:`MirrorConfigError`).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+#: The compacted topic in the aggregate cluster that maps copied batches to
+#: aggregate offsets, for offset translation (see docs/mirror.md).
+DEFAULT_OFFSETS_TOPIC = "__tributary_mirror_offsets"
+
+_ALIAS = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class MirrorConfigError(ValueError):
+    """Bad mirror configuration; the message names the setting."""
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorConfig:
+    #: Bootstrap servers of the source cluster (a datacenter) and of the aggregate cluster.
+    source: str
+    source_alias: str
+    target: str
+    #: Source topics to mirror (full match), minus those matching ``exclude``.
+    topics: str = ".*"
+    exclude: str | None = None
+    #: The consumer group on the source cluster that instances of this mirror share;
+    #: also the group under which the mirror checkpoints its progress in the aggregate.
+    group: str = ""
+    #: Prometheus endpoint; None serves none, 0 picks a free port (logged).
+    metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"  # scraped from elsewhere
+    #: Aliases of other mirrors: topics named ``<alias>.*`` for any of them (and for this
+    #: mirror's own alias) are copies already and are never mirrored, so active-active cannot loop.
+    known_aliases: tuple[str, ...] = ()
+    #: Where a partition without any recorded progress starts: "earliest" or "latest".
+    start_position: str = "earliest"
+    #: Fetching from the source: per request, per partition, the long poll, and how many
+    #: fetch requests may be in flight on one source connection (partitions are split among them).
+    fetch_max_bytes: int = 16 * 1024 * 1024
+    fetch_partition_max_bytes: int = 2 * 1024 * 1024
+    fetch_max_wait_ms: int = 250
+    fetch_sessions: int = 2
+    #: Bytes fetched and not yet acknowledged by the aggregate: the backpressure bound.
+    max_inflight_bytes: int = 64 * 1024 * 1024
+    #: Requests in flight per connection (fetches to the source, produces to the aggregate).
+    max_inflight_requests: int = 16
+    #: SO_SNDBUF / SO_RCVBUF of the connections; None keeps the OS's autotuning.
+    #: Across a long link set them near the bandwidth-delay product.
+    socket_send_buffer_bytes: int | None = None
+    socket_receive_buffer_bytes: int | None = None
+    #: Cap on the bytes fetched from the source per second (token bucket); None: no cap.
+    bandwidth_bytes_per_second: int | None = None
+    #: How often progress is checkpointed (after the aggregate acknowledged the data).
+    commit_interval_ms: int = 1000
+    #: How often the source's topic list is re-read for newly matching topics and new partitions.
+    discovery_interval_ms: int = 5000
+    #: Request timeout and the longest pause between reconnection attempts.
+    request_timeout_ms: int = 30_000
+    reconnect_backoff_max_ms: int = 10_000
+    offsets_topic: str = DEFAULT_OFFSETS_TOPIC
+    offsets_topic_partitions: int = 8
+    #: Source topic configurations copied onto aggregate topics the mirror creates.
+    copied_configs: tuple[str, ...] = (
+        "cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes",
+        "message.timestamp.type", "min.compaction.lag.ms", "delete.retention.ms",
+    )  # fmt: skip
+    #: The assignor that splits the source partitions among instances.
+    assignor: str = "cooperative-sticky"
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 1000
+    #: How long SIGTERM waits for in-flight batches before giving up on them.
+    shutdown_timeout_ms: int = 30_000
+    _patterns: tuple[re.Pattern[str], re.Pattern[str] | None] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:  # noqa: PLR0912 (one check per setting)
+        if not self.source:
+            raise MirrorConfigError("--source is required: the bootstrap servers of the source cluster")
+        if not self.target:
+            raise MirrorConfigError("--target is required: the bootstrap servers of the aggregate cluster")
+        for alias in (self.source_alias, *self.known_aliases):
+            if not _ALIAS.match(alias or ""):
+                raise MirrorConfigError(
+                    f"source alias {alias!r} is invalid: use letters, digits, '_' or '-' (no dots: "
+                    "the alias is the prefix before the first dot of aggregate topic names)"
+                )
+        patterns = (self._compile("topics", self.topics), self._compile("exclude", self.exclude))
+        object.__setattr__(self, "_patterns", patterns)
+        if not self.group:
+            object.__setattr__(self, "group", f"tributary-mirror-{self.source_alias}")
+        if self.start_position not in ("earliest", "latest"):
+            raise MirrorConfigError(f"start-position must be 'earliest' or 'latest', not {self.start_position!r}")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise MirrorConfigError(f"metrics-port {self.metrics_port} is not a port number")
+        positive = (
+            "fetch_max_bytes", "fetch_partition_max_bytes", "fetch_sessions", "max_inflight_bytes",
+            "max_inflight_requests", "commit_interval_ms", "discovery_interval_ms", "request_timeout_ms",
+            "reconnect_backoff_max_ms", "offsets_topic_partitions", "session_timeout_ms", "heartbeat_interval_ms",
+            "shutdown_timeout_ms",
+        )  # fmt: skip
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise MirrorConfigError(f"{name.replace('_', '-')} must be positive, not {getattr(self, name)}")
+        for name in ("socket_send_buffer_bytes", "socket_receive_buffer_bytes", "bandwidth_bytes_per_second"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise MirrorConfigError(f"{name.replace('_', '-')} must be positive, not {value}")
+        if self.fetch_max_wait_ms < 0:
+            raise MirrorConfigError("fetch-max-wait-ms must not be negative")
+        if self.max_inflight_bytes < self.fetch_partition_max_bytes:
+            raise MirrorConfigError("max-inflight-bytes must be at least fetch-partition-max-bytes")
+
+    @staticmethod
+    def _compile(name: str, pattern: str | None) -> re.Pattern[str] | None:
+        if pattern is None or pattern == "":
+            return None
+        try:
+            return re.compile(pattern)
+        except re.error as exc:
+            raise MirrorConfigError(f"--{name} {pattern!r} is not a valid regular expression: {exc}") from None
+
+    @property
+    def include_pattern(self) -> re.Pattern[str]:
+        include = self._patterns[0]
+        assert include is not None  # topics defaults to ".*"
+        return include
+
+    @property
+    def exclude_pattern(self) -> re.Pattern[str] | None:
+        return self._patterns[1]
+
+
+def _setting_names() -> dict[str, str]:
+    """TOML spelling (dashes or underscores) -> field name."""
+    names: dict[str, str] = {}
+    for f in fields(MirrorConfig):
+        if f.name.startswith("_"):
+            continue
+        names[f.name] = f.name
+        names[f.name.replace("_", "-")] = f.name
+    return names
+
+
+def _coerce(name: str, value: Any, default: Any) -> Any:
+    """TOML values to the field's type (flags arrive typed already)."""
+    if name in ("known_aliases", "copied_configs"):
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise MirrorConfigError(f"{name.replace('_', '-')} must be a list of strings")
+        return tuple(value)
+    expected = type(default) if default is not None else None
+    if name in ("metrics_port", "socket_send_buffer_bytes", "socket_receive_buffer_bytes",
+                "bandwidth_bytes_per_second") or expected is int:  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise MirrorConfigError(f"{name.replace('_', '-')} must be an integer, not {value!r}")
+        return value
+    if expected is str or name in ("exclude",):
+        if not isinstance(value, str):
+            raise MirrorConfigError(f"{name.replace('_', '-')} must be a string, not {value!r}")
+        return value
+    return value
+
+
+def load_config(flags: Mapping[str, Any], config_file: Path | None = None) -> MirrorConfig:
+    """Settings from the TOML file, overridden by the flags that were given (not None)."""
+    names = _setting_names()
+    defaults = {f.name: f.default for f in fields(MirrorConfig) if not f.name.startswith("_")}
+    values: dict[str, Any] = {}
+    if config_file is not None:
+        try:
+            table = tomllib.loads(config_file.read_text())
+        except OSError as exc:
+            raise MirrorConfigError(f"cannot read {config_file}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise MirrorConfigError(f"{config_file} is not valid TOML: {exc}") from None
+        table = table.get("mirror", table) if isinstance(table.get("mirror"), dict) else table
+        for key, value in table.items():
+            if key not in names:
+                raise MirrorConfigError(f"{config_file}: unknown setting {key!r}")
+            values[names[key]] = _coerce(names[key], value, defaults[names[key]])
+    for key, value in flags.items():
+        if value is not None and key in names:
+            values[names[key]] = _coerce(names[key], value, defaults[names[key]])
+    for required in ("source", "source_alias", "target"):
+        if required not in values:
+            raise MirrorConfigError(
+                f"--{required.replace('_', '-')} is required (on the command line or as a key of --config)"
+            )
+    return MirrorConfig(**values)
+
+
+__all__ = ["DEFAULT_OFFSETS_TOPIC", "MirrorConfig", "MirrorConfigError", "load_config"]

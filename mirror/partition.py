@@ -1,0 +1,241 @@
+"""One source partition's copy: recover the position, then copy batch after batch.
+
+The fetcher (:mod:`mirror.fetcher`) reads ahead into the partition's inbox;
+the copier produces each selected batch to the same partition of the
+aggregate topic, one at a time and with acks=all, so the aggregate holds the
+batches in source order. After each acknowledgement it advances ``copied``
+(the pair of positions a checkpoint records) and records the translation entry.
+
+A produce that fails leaves the outcome unknown (the batch may or may not
+have been appended), so the copier never simply retries it: it discards what
+was fetched ahead, reconciles from the last acknowledged position
+(:func:`mirror.recovery.reconcile`) with backoff until both sides answer, and
+resumes from there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import trio
+
+from client.batches import RawBatches
+from client.errors import KafkaConnectionError, KafkaError
+from client.metadata import TopicPartition
+from protocol.records import BatchHeader
+
+from .batches import copyable, for_target
+from .checkpoint import Checkpoint
+from .context import MirrorContext
+from .recovery import RecoveryError, reconcile
+from .translation import MappingEntry
+
+log = logging.getLogger("tributary.mirror")
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A fetch result handed to the copier; ``reserved`` bytes of the budget go with it."""
+
+    epoch: int
+    fetched: RawBatches
+    reserved: int
+
+
+@dataclass(eq=False)
+class PartitionState:
+    source: TopicPartition
+    target: TopicPartition
+    #: Which fetch session (of ``fetch_sessions``) fetches this partition.
+    session: int
+    inbox_send: trio.MemorySendChannel[Delivery]
+    inbox: trio.MemoryReceiveChannel[Delivery]
+    #: The next source offset to fetch; None while the partition must not be fetched.
+    position: int | None = None
+    #: Bumped whenever fetched-ahead data must be thrown away.
+    epoch: int = 0
+    fetching: bool = False
+    queued_bytes: int = 0
+    high_watermark: int = -1
+    #: The positions after the last batch the aggregate acknowledged, and after the last checkpoint.
+    copied: Checkpoint | None = None
+    committed: Checkpoint | None = None
+    #: maxTimestamp (ms) of the newest copied batch.
+    last_timestamp_ms: int = -1
+    stopping: bool = False
+    done: trio.Event = field(default_factory=trio.Event)
+
+    @classmethod
+    def create(cls, source: TopicPartition, target: TopicPartition, session: int) -> PartitionState:
+        send, receive = trio.open_memory_channel[Delivery](float("inf"))
+        return cls(source, target, session, send, receive)
+
+    def fetch_ready(self, partition_limit: int) -> bool:
+        return (
+            self.position is not None and not self.fetching and not self.stopping
+            and self.queued_bytes < partition_limit
+        )  # fmt: skip
+
+    def restart_at(self, checkpoint: Checkpoint) -> None:
+        self.epoch += 1
+        self.copied = checkpoint
+        self.position = checkpoint.source
+
+    def pause(self) -> None:
+        self.epoch += 1
+        self.position = None
+
+    def lag_records(self) -> int:
+        if self.copied is None or self.high_watermark < 0:
+            return 0
+        return max(0, self.high_watermark - self.copied.source)
+
+
+class PartitionCopier:
+    def __init__(self, ctx: MirrorContext, state: PartitionState) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.alias = ctx.config.source_alias
+
+    # --- start: where to resume -----------------------------------------------------------------
+
+    async def _start_checkpoint(self, saved: Checkpoint | None) -> Checkpoint:
+        """The checkpoint to reconcile from: the saved one, or for a partition never
+        copied, the source's start matched against the aggregate's start."""
+        if saved is not None:
+            return saved
+        ctx, state = self.ctx, self.state
+        target_start = (await ctx.target_admin.earliest_offsets([state.target]))[state.target]
+        target_end = (await ctx.target_admin.latest_offsets([state.target]))[state.target]
+        if target_end == target_start and ctx.config.start_position == "latest":
+            source_end = (await ctx.source_admin.latest_offsets([state.source]))[state.source]
+            return Checkpoint(source_end, target_end)
+        source_start = (await ctx.source_admin.earliest_offsets([state.source]))[state.source]
+        return Checkpoint(source_start, target_start)
+
+    async def _rerecord(self, source: BatchHeader, aggregate: BatchHeader) -> None:
+        await self.ctx.mapping.add(self._entry(source, aggregate.base_offset))
+
+    def _entry(self, source: BatchHeader, aggregate_base: int) -> MappingEntry:
+        tp = self.state.source
+        return MappingEntry(self.alias, tp.topic, tp.partition, source.base_offset, source.last_offset, aggregate_base)
+
+    async def recover(self, saved: Checkpoint | None = None, *, first: bool = False) -> None:
+        """Find the exact resume position, retrying with backoff while either side is
+        unreachable. The first time, the aggregate topic is made to exist and the saved
+        checkpoint is read; later (after a failed produce) ``saved`` is the last acknowledged position."""
+        ctx, state = self.ctx, self.state
+        state.pause()
+        backoff = ctx.source.config.retry_backoff
+        while True:
+            try:
+                if first:
+                    await ctx.topics.ensure(state.source.topic)
+                    saved = (await ctx.checkpoints.load([state.target]))[state.target]
+                    first = False
+                start = await self._start_checkpoint(saved)
+                checkpoint = await reconcile(
+                    source=ctx.source_raw, target=ctx.target_raw, target_admin=ctx.target_admin,
+                    source_tp=state.source, target_tp=state.target, checkpoint=start, matched=self._rerecord,
+                )  # fmt: skip
+            except KafkaError as exc:
+                ctx.metrics.error("recover")
+                log.warning("event=recover_retry source=%s error=%r backoff_s=%.1f", state.source, str(exc), backoff)
+                await trio.sleep(backoff)
+                backoff = min(backoff * 2, ctx.config.reconnect_backoff_max_ms / 1000)
+                continue
+            break
+        state.restart_at(checkpoint)
+        ctx.wake_fetcher()
+        log.info(
+            "event=partition_resumed source=%s target=%s source_offset=%d aggregate_offset=%d",
+            state.source, state.target, checkpoint.source, checkpoint.aggregate,
+        )  # fmt: skip
+
+    # --- the copy loop --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        state = self.state
+        try:
+            await self.recover(first=True)
+            async for delivery in state.inbox:
+                try:
+                    if delivery.epoch == state.epoch and not state.stopping:
+                        await self._copy(delivery.fetched)
+                finally:
+                    state.queued_bytes -= delivery.reserved
+                    self.ctx.budget.release(delivery.reserved)
+                    self.ctx.wake_fetcher()
+                if state.stopping:
+                    break
+        except RecoveryError as exc:
+            self.ctx.metrics.error("reconcile")
+            log.error("event=partition_stopped source=%s error=%r", state.source, str(exc))  # noqa: TRY400
+        finally:
+            state.pause()
+            # What was fetched ahead and never copied gives its share of the budget back.
+            state.inbox_send.close()
+            while True:
+                try:
+                    delivery = state.inbox.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+                state.queued_bytes -= delivery.reserved
+                self.ctx.budget.release(delivery.reserved)
+            state.done.set()
+
+    async def _copy(self, fetched: RawBatches) -> None:
+        ctx, state = self.ctx, self.state
+        assert state.copied is not None
+        state.high_watermark = max(state.high_watermark, fetched.high_watermark)
+        for header, data in copyable(fetched, state.copied.source):
+            if state.stopping:
+                return
+            payload = for_target(data)
+            try:
+                result = await ctx.target_raw.produce_partition(state.target.topic, state.target.partition, payload)
+            except KafkaError as exc:
+                await self._produce_failed(exc)
+                return
+            ctx.target_link.up()
+            if result.base_offset != state.copied.aggregate:
+                # Someone else appended to the aggregate partition: the copy is still exact
+                # (translation uses the real offset), but it is worth an operator's look.
+                ctx.metrics.error("aggregate_offset_gap")
+                log.warning(
+                    "event=aggregate_offset_gap target=%s expected=%d got=%d",
+                    state.target, state.copied.aggregate, result.base_offset,
+                )  # fmt: skip
+            state.copied = Checkpoint(header.next_offset, result.base_offset + header.last_offset_delta + 1)
+            state.last_timestamp_ms = max(state.last_timestamp_ms, header.max_timestamp)
+            await ctx.mapping.add(self._entry(header, result.base_offset))
+            ctx.metrics.copied(state.source.topic, batches=1, records=header.record_count, size=len(payload))
+        # The batches after the last copied one (markers, aborted transactions) are skipped for good.
+        if fetched.next_offset > state.copied.source and not state.stopping:
+            skipped_to = fetched.next_offset
+            state.copied = Checkpoint(skipped_to, state.copied.aggregate)
+
+    async def _produce_failed(self, error: KafkaError) -> None:
+        ctx, state = self.ctx, self.state
+        ctx.metrics.error("produce")
+        if isinstance(error, KafkaConnectionError):
+            ctx.target_link.down(error)
+        log.warning("event=produce_failed target=%s error=%r (reconciling)", state.target, str(error))
+        assert state.copied is not None
+        await self.recover(state.copied)
+
+    def update_lag(self) -> None:
+        state = self.state
+        lag = state.lag_records()
+        # Behind, or unable to tell (the source is unreachable, so its end is unknown): the lag
+        # is the age of the newest record copied. Caught up: none.
+        behind = lag > 0 or self.ctx.source_link.is_up is False
+        seconds = 0.0
+        if behind and state.last_timestamp_ms > 0:
+            seconds = max(0.0, time.time() - state.last_timestamp_ms / 1000)
+        self.ctx.metrics.lag(state.source.topic, state.source.partition, records=lag, seconds=seconds)
+
+
+__all__ = ["Delivery", "PartitionCopier", "PartitionState"]

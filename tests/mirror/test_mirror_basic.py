@@ -1,0 +1,41 @@
+"""The mirror against real brokers: a shallow, exact copy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.brokers import Cluster, start_cluster
+from tests.fixtures.mirror import MirrorProcess
+from tests.fixtures.zookeeper import ZooKeeperHandle
+
+from .helpers import assert_exact_copy, copied_everything, produce_zstd, wait_for
+
+
+@pytest.fixture
+def source_and_aggregate(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[tuple[Cluster, Cluster]]:
+    (tmp_path / "east").mkdir()
+    (tmp_path / "agg").mkdir()
+    for east in start_cluster(zookeeper.hosts + "/east", tmp_path / "east", 1, {"num.partitions": "3"}):
+        for agg in start_cluster(zookeeper.hosts + "/agg", tmp_path / "agg", 1):
+            yield east, agg
+
+
+def test_copies_batches_byte_for_byte(source_and_aggregate: tuple[Cluster, Cluster], tmp_path: Path) -> None:
+    east, agg = source_and_aggregate
+    produce_zstd(east.bootstrap, "pageviews", 5000)
+    mirror = MirrorProcess(east.bootstrap, "east", agg.bootstrap, tmp_path / "mirror.log")
+    mirror.start()
+    try:
+        wait_for(lambda: copied_everything(east.bootstrap, agg.bootstrap, "east", "pageviews"), 60,
+                 "the copy", mirror.log_tail)  # fmt: skip
+        produce_zstd(east.bootstrap, "pageviews", 1000, start=5000)
+        wait_for(lambda: copied_everything(east.bootstrap, agg.bootstrap, "east", "pageviews"), 60,
+                 "the second copy", mirror.log_tail)  # fmt: skip
+        assert mirror.stop() == 0
+    finally:
+        if mirror.running():
+            mirror.kill()
+    assert assert_exact_copy(east.bootstrap, agg.bootstrap, "east", "pageviews") == 6000
