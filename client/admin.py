@@ -10,6 +10,12 @@ broker otherwise.
 Group operations need the broker's group APIs (FindCoordinator, ListGroups,
 DescribeGroups, OffsetFetch); a broker without them answers with
 UnsupportedVersionError, which :meth:`Admin.supports_groups` checks first.
+
+Topic growth and configs (CreatePartitions, DescribeConfigs,
+IncrementalAlterConfigs/AlterConfigs), group deletion (DeleteGroups), offset
+resets (OffsetCommit as an admin, outside the group's membership) and sizes on
+disk (DescribeLogDirs) are here too; :meth:`Admin.log_dir_sizes` returns
+nothing for brokers that do not offer DescribeLogDirs.
 """
 
 from __future__ import annotations
@@ -24,20 +30,34 @@ from protocol import codec
 from protocol.error_codes import ErrorCode
 from protocol.errors import ProtocolError
 from protocol.messages import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     ApiKey,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
@@ -46,7 +66,15 @@ from protocol.supported import CONSUMER_PROTOCOL_VERSIONS
 
 from .batches import EARLIEST, LATEST, READ_UNCOMMITTED, ListedOffset, list_offsets_request, parse_list_offsets_response
 from .cluster import Cluster
-from .errors import KafkaError, KafkaProtocolError, RequestTimedOutError, TopicAlreadyExistsError, error_for
+from .configs import AlterConfigOp, ConfigEntry, ConfigSource, ResourceType
+from .errors import (
+    KafkaError,
+    KafkaProtocolError,
+    RequestTimedOutError,
+    TopicAlreadyExistsError,
+    UnsupportedVersionError,
+    error_for,
+)
 from .metadata import BrokerInfo, ClusterMetadata, TopicInfo, TopicPartition
 
 GROUP_APIS = (ApiKey.FIND_COORDINATOR, ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_GROUPS, ApiKey.OFFSET_FETCH)
@@ -334,6 +362,239 @@ class Admin:
         if failures:
             raise failures[0]
 
+    async def create_partitions(
+        self, counts: Mapping[str, int], *, validate_only: bool = False, timeout: float | None = None
+    ) -> None:
+        """Grow topics to the given partition counts (sent to the controller); the
+        first failure is raised after all were attempted (InvalidPartitionsError
+        when a count does not grow, UnknownTopicOrPartitionError). Returns once the
+        metadata shows the new partitions with leaders, and their leaders know it."""
+        deadline = self._deadline(timeout)
+        remaining = dict(counts)
+        failures: list[KafkaError] = []
+        while remaining:
+            request = CreatePartitionsRequest(
+                topics=[
+                    CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=count, assignments=None)
+                    for name, count in remaining.items()
+                ],
+                timeout_ms=max(int((deadline - trio.current_time()) * 1000), 1),
+                validate_only=validate_only,
+            )
+            try:
+                response: CreatePartitionsResponse = await self.cluster.send_to_controller(request)
+            except KafkaError as exc:
+                await self._backoff_or_raise(exc, deadline)
+                continue
+            retry: list[KafkaError] = []
+            for result in response.results:
+                if result.name not in remaining:
+                    continue
+                if not result.error_code:
+                    del remaining[result.name]
+                    continue
+                error = error_for(
+                    result.error_code, topic=result.name, detail=result.error_message, context="add partitions"
+                )
+                if error.retriable and result.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    retry.append(error)
+                else:
+                    failures.append(error)
+                    del remaining[result.name]
+            if retry:
+                await self._backoff_or_raise(retry[0], deadline)
+        if not validate_only:
+            failed = {e.topic for e in failures}
+            grown = {name: count for name, count in counts.items() if name not in failed}
+            if grown:
+                await self.cluster.wait_for_metadata(
+                    lambda m: all(
+                        name in m.topics and len(m.topics[name].partitions) >= count for name, count in grown.items()
+                    ),
+                    what="the new partitions",
+                    timeout=timeout,
+                )
+                await self._wait_for_topics(sorted(grown), timeout)
+        if failures:
+            raise failures[0]
+
+    async def describe_configs(
+        self,
+        resource_type: ResourceType,
+        names: Iterable[str],
+        *,
+        keys: Iterable[str] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, dict[str, ConfigEntry]]:
+        """Configs by resource name, then config name (all of them, or ``keys``).
+        Broker configs are asked of that broker; topic configs of any."""
+        deadline = self._deadline(timeout)
+        wanted = list(dict.fromkeys(names))
+        key_list = None if keys is None else list(keys)
+        out: dict[str, dict[str, ConfigEntry]] = {}
+        for name in wanted:
+            request = DescribeConfigsRequest(
+                resources=[
+                    DescribeConfigsRequest.DescribeConfigsResource(
+                        resource_type=resource_type, resource_name=name, configuration_keys=key_list
+                    )
+                ]
+            )
+            while True:
+                try:
+                    if resource_type == ResourceType.BROKER and name:
+                        response: DescribeConfigsResponse = await self.cluster.send(int(name), request)
+                    else:
+                        response = await self.cluster.send_to_any(request)
+                    result = next((r for r in response.results if r.resource_name == name), None)
+                    if result is None:
+                        raise KafkaProtocolError(f"DescribeConfigs answered without {name!r}")
+                    if result.error_code:
+                        topic = name if resource_type == ResourceType.TOPIC else None
+                        error = error_for(
+                            result.error_code, topic=topic, detail=result.error_message, context="describe configs"
+                        )
+                        # UNKNOWN_TOPIC_OR_PARTITION is retriable in general, not for a description.
+                        error.retriable &= result.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        raise error
+                except KafkaError as exc:
+                    await self._backoff_or_raise(exc, deadline)
+                    continue
+                break
+            out[name] = {
+                c.name: ConfigEntry(
+                    c.name,
+                    c.value,
+                    c.is_default or c.config_source in (ConfigSource.DEFAULT_CONFIG, ConfigSource.STATIC_BROKER_CONFIG),
+                    c.read_only,
+                    c.is_sensitive,
+                    max(c.config_source, 0),
+                )
+                for c in result.configs
+            }
+        return out
+
+    async def alter_topic_configs(
+        self,
+        changes: Mapping[str, Mapping[str, str | None]],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Set (a string) or reset to the default (None) configs of topics, leaving
+        the others as they are. Uses IncrementalAlterConfigs, or on brokers without
+        it, DescribeConfigs and AlterConfigs with the topic's other overrides
+        (racing with concurrent changes, as every client does there). The first
+        failure is raised after all topics were attempted (InvalidConfigError, ...)."""
+        deadline = self._deadline(timeout)
+        failures: list[KafkaError] = []
+        for topic, change in changes.items():
+            while True:
+                try:
+                    code, message = await self._alter_topic_config(topic, change, validate_only)
+                except KafkaError as exc:
+                    await self._backoff_or_raise(exc, deadline)
+                    continue
+                if code:
+                    error = error_for(code, topic=topic, detail=message, context="alter configs")
+                    if error.retriable and code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        await self._backoff_or_raise(error, deadline)
+                        continue
+                    failures.append(error)
+                break
+        if failures:
+            raise failures[0]
+
+    async def _alter_topic_config(
+        self, topic: str, change: Mapping[str, str | None], validate_only: bool
+    ) -> tuple[int, str | None]:
+        broker = self.cluster.least_loaded_broker()
+        if broker is None:
+            broker = next(iter((await self.cluster.refresh_metadata()).brokers))
+        versions = await self.cluster.api_versions(broker)
+        if versions.supports(ApiKey.INCREMENTAL_ALTER_CONFIGS):
+            request = IncrementalAlterConfigsRequest(
+                resources=[
+                    IncrementalAlterConfigsRequest.AlterConfigsResource(
+                        resource_type=ResourceType.TOPIC,
+                        resource_name=topic,
+                        configs=[
+                            IncrementalAlterConfigsRequest.AlterableConfig(
+                                name=k, config_operation=AlterConfigOp.SET if v is not None else AlterConfigOp.DELETE,
+                                value=v,
+                            )
+                            for k, v in change.items()
+                        ],
+                    )
+                ],
+                validate_only=validate_only,
+            )  # fmt: skip
+            response: IncrementalAlterConfigsResponse | AlterConfigsResponse = await self.cluster.send(broker, request)
+        else:
+            current = (await self.describe_configs(ResourceType.TOPIC, [topic]))[topic]
+            merged = {name: e.value for name, e in current.items() if not e.is_default and not e.read_only}
+            merged.update(change)
+            alter = AlterConfigsRequest(
+                resources=[
+                    AlterConfigsRequest.AlterConfigsResource(
+                        resource_type=ResourceType.TOPIC,
+                        resource_name=topic,
+                        configs=[
+                            AlterConfigsRequest.AlterableConfig(name=k, value=v)
+                            for k, v in merged.items()
+                            if v is not None
+                        ],
+                    )
+                ],
+                validate_only=validate_only,
+            )
+            response = await self.cluster.send(broker, alter)
+        result = next((r for r in response.responses if r.resource_name == topic), None)
+        if result is None:
+            raise KafkaProtocolError(f"broker {broker} answered AlterConfigs without topic {topic!r}", broker=broker)
+        return result.error_code, result.error_message
+
+    async def log_dir_sizes(
+        self, topics: Iterable[str] | None = None, *, timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """Bytes on disk per partition replica, summed over the brokers holding one
+        (DescribeLogDirs; brokers without it are left out, so a partition may be
+        missing)."""
+        deadline = self._deadline(timeout)
+        metadata = await self.cluster.refresh_metadata()
+        request_topics = None
+        if topics is not None:
+            request_topics = [
+                DescribeLogDirsRequest.DescribableLogDirTopic(
+                    topic=name, partitions=sorted(metadata.topics[name].partitions) if name in metadata.topics else []
+                )
+                for name in topics
+            ]
+        sizes: dict[TopicPartition, int] = {}
+        for broker in sorted(metadata.brokers):
+            while True:
+                try:
+                    if not (await self.cluster.api_versions(broker)).supports(ApiKey.DESCRIBE_LOG_DIRS):
+                        break
+                    response: DescribeLogDirsResponse = await self.cluster.send(
+                        broker, DescribeLogDirsRequest(topics=request_topics)
+                    )
+                except UnsupportedVersionError:
+                    break
+                except KafkaError as exc:
+                    await self._backoff_or_raise(exc, deadline)
+                    continue
+                for log_dir in response.results:
+                    if log_dir.error_code:
+                        continue  # an offline log dir: its sizes are unknown
+                    for t in log_dir.topics:
+                        for p in t.partitions:
+                            if not p.is_future_key:
+                                tp = TopicPartition(t.name, p.partition_index)
+                                sizes[tp] = sizes.get(tp, 0) + p.partition_size
+                break
+        return sizes
+
     # --- offsets -------------------------------------------------------------------------------
 
     async def list_offsets(
@@ -564,6 +825,66 @@ class Admin:
                 if p.committed_offset >= 0
             }
 
+    async def delete_groups(self, group_ids: Iterable[str], *, timeout: float | None = None) -> None:
+        """Delete groups (each at its coordinator) with their committed offsets. Only
+        groups without members can go: GroupNotEmptyError otherwise, and
+        GroupIdNotFoundError for an unknown group; the first failure is raised after
+        all were attempted."""
+        deadline = self._deadline(timeout)
+        failures: list[KafkaError] = []
+        for group_id in dict.fromkeys(group_ids):
+            while True:
+                coordinator = await self.cluster.coordinator_for(group_id)
+                response: DeleteGroupsResponse = await self._coordinated(
+                    group_id, DeleteGroupsRequest(groups_names=[group_id]), deadline
+                )
+                code = next((r.error_code for r in response.results if r.group_id == group_id), None)
+                if code is None:
+                    raise KafkaError(f"broker {coordinator} did not answer for group {group_id!r}", broker=coordinator)
+                if code:
+                    error = self._group_error(group_id, code, "delete", coordinator)
+                    if error.retriable:
+                        await self._backoff_or_raise(error, deadline)
+                        continue
+                    failures.append(error)
+                break
+        if failures:
+            raise failures[0]
+
+    async def alter_committed_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int], *, timeout: float | None = None
+    ) -> None:
+        """Commit offsets for a group as an admin tool (no member id, no generation),
+        which the coordinator accepts only while the group has no members:
+        UnknownMemberIdError (Kafka's answer) while it has some."""
+        deadline = self._deadline(timeout)
+        by_topic: dict[str, list[OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=tp.partition, committed_offset=offset, committed_metadata=""
+                )
+            )
+        request = OffsetCommitRequest(
+            group_id=group_id,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+        while True:
+            coordinator = await self.cluster.coordinator_for(group_id)
+            response: OffsetCommitResponse = await self._coordinated(group_id, request, deadline)
+            failed = next(((t.name, p) for t in response.topics for p in t.partitions if p.error_code), None)
+            if failed is None:
+                return
+            name, partition = failed
+            error = self._group_error(group_id, partition.error_code, "commit offsets", coordinator)
+            if error.retriable:
+                await self._backoff_or_raise(error, deadline)
+                continue
+            raise error_for(partition.error_code, topic=name, partition=partition.partition_index, broker=coordinator,
+                            context=f"commit offsets for group {group_id!r}")  # fmt: skip
+
     async def group_lag(
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None, *, timeout: float | None = None
     ) -> dict[TopicPartition, PartitionLag]:
@@ -577,6 +898,7 @@ __all__ = [
     "Admin",
     "ClusterDescription",
     "CommittedOffset",
+    "ConfigEntry",
     "GroupDescription",
     "GroupListing",
     "MemberDescription",
