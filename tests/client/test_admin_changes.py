@@ -72,7 +72,7 @@ async def test_describe_and_alter_topic_configs(shared_cluster: Brokers) -> None
         assert configs["retention.ms"].is_default and configs["retention.ms"].value == str(7 * 24 * 3600 * 1000)
         assert configs["retention.bytes"].value == "1048576"
 
-        with pytest.raises(InvalidConfigError, match="segment.bytes must be at least 14"):
+        with pytest.raises(InvalidConfigError, match=r"segment\.bytes must be at least 14"):
             await admin.alter_topic_configs({topic: {"segment.bytes": "1"}})
         with pytest.raises(UnknownTopicOrPartitionError):
             await admin.describe_configs(ResourceType.TOPIC, [topic_name("missing")])
