@@ -178,8 +178,12 @@ def mirror_components(topology: Topology, mirror: Mirror) -> list[Component]:
         if mirror.exclude:
             argv += ["--exclude", mirror.exclude]
         metrics = None
+        others = [alias for alias in topology.mirrors if alias != mirror.alias]
+        if others:
+            # Copies made by the other mirrors (topics <alias>.*) are never copied again.
+            argv += ["--known-aliases", ",".join(others)]
         if port is not None:
-            argv += ["--metrics-port", str(port)]
+            argv += ["--metrics-port", str(port), "--metrics-host", mirror.host]
             metrics = f"{mirror.host}:{port}"
         spec = ChildSpec(name, argv, _log_path(topology.run_dir, name), env=_child_env())
         detail = f"{mirror.source} -> {mirror.target} as {mirror.alias}.<topic>"

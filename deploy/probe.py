@@ -57,6 +57,17 @@ async def cluster_ready(addresses: Iterable[str], timeout: float = 3.0) -> None:
             raise ProbeError(f"{address} knows no controller yet")
 
 
+def _reason(exc: BaseException) -> str:
+    """The first concrete reason: trio hides "Connection refused" behind "all attempts ... failed"."""
+    cause = exc.__cause__
+    while isinstance(cause, BaseExceptionGroup):
+        cause = cause.exceptions[0]
+    for candidate in (cause, exc):
+        if isinstance(candidate, OSError) and candidate.strerror:
+            return candidate.strerror
+    return str(exc)
+
+
 async def _exchange(host: str, port: int, payload: bytes, timeout: float) -> bytes:
     try:
         with trio.fail_after(timeout):
@@ -70,7 +81,7 @@ async def _exchange(host: str, port: int, payload: bytes, timeout: float) -> byt
     except trio.TooSlowError:
         raise ProbeError(f"{host}:{port} did not answer within {timeout:g} s") from None
     except OSError as exc:
-        raise ProbeError(f"{host}:{port}: {exc.strerror or exc}") from None
+        raise ProbeError(f"{host}:{port}: {_reason(exc)}") from None
 
 
 async def zookeeper_ok(host: str, port: int, timeout: float = 2.0) -> None:
