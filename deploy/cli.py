@@ -12,10 +12,10 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
-from . import cmd_api_versions, cmd_broker, cmd_load, cmd_mirror, cmd_status, cmd_up
+from . import cmd_api_versions, cmd_broker, cmd_groups, cmd_load, cmd_mirror, cmd_status, cmd_topics, cmd_up
 
 # Each module provides ``register(subparsers)``; the parser it adds sets ``func``.
-SUBCOMMANDS = (cmd_api_versions, cmd_broker, cmd_load, cmd_mirror, cmd_status, cmd_up)
+SUBCOMMANDS = (cmd_api_versions, cmd_broker, cmd_groups, cmd_load, cmd_mirror, cmd_status, cmd_topics, cmd_up)
 
 
 def build_parser() -> argparse.ArgumentParser:

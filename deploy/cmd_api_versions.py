@@ -14,6 +14,8 @@ from typing import Any
 from protocol.messages import API_MESSAGES
 from protocol.supported import SUPPORTED_VERSIONS
 
+from .tables import render_table
+
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
@@ -36,8 +38,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(rows, indent=2))
         return 0
-    width = max(len(r["name"]) for r in rows)
-    print(f"{'KEY':>3}  {'API':<{width}}  VERSIONS")
-    for r in rows:
-        print(f"{r['api_key']:>3}  {r['name']:<{width}}  {r['min_version']}-{r['max_version']}")
+    table = [(r["api_key"], r["name"], f"{r['min_version']}-{r['max_version']}") for r in rows]
+    print(render_table(("KEY", "API", "VERSIONS"), table, right=("KEY",)))
     return 0
