@@ -3,34 +3,50 @@
 Each subcommand lives in its own module and registers itself here; a
 subcommand exists only once it works. Command lines are an interface that
 operators script against: options may be added, never renamed or dropped.
+
+Only the module of the subcommand being run is imported (the broker need not
+load PySpark or pyarrow, and every child process the appliance starts is
+quicker to start); ``tributary --help`` and unknown commands import them all.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
-from . import cmd_api_versions, cmd_broker, cmd_groups, cmd_load, cmd_mirror, cmd_status, cmd_topics, cmd_up
+# Subcommand -> the module that provides ``register(subparsers)``; the parser it adds sets ``func``.
+SUBCOMMANDS = {
+    "api-versions": "deploy.cmd_api_versions",
+    "broker": "deploy.cmd_broker",
+    "groups": "deploy.cmd_groups",
+    "load": "deploy.cmd_load",
+    "mirror": "deploy.cmd_mirror",
+    "status": "deploy.cmd_status",
+    "topics": "deploy.cmd_topics",
+    "up": "deploy.cmd_up",
+}
 
-# Each module provides ``register(subparsers)``; the parser it adds sets ``func``.
-SUBCOMMANDS = (cmd_api_versions, cmd_broker, cmd_groups, cmd_load, cmd_mirror, cmd_status, cmd_topics, cmd_up)
 
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every subcommand, or with ``only`` that one."""
     parser = argparse.ArgumentParser(
         prog="tributary", description="Tributary: a multi-datacenter mirroring appliance speaking the Kafka protocol."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('tributary')}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in SUBCOMMANDS:
-        module.register(subparsers)
+    for name, module in SUBCOMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(module).register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    command = arguments[0] if arguments and arguments[0] in SUBCOMMANDS else None
+    args = build_parser(command).parse_args(arguments)
     status: int = args.func(args)
     return status
 

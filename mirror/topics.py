@@ -40,6 +40,8 @@ class AggregateTopics:
         """Compacted, so one entry per batch survives; on a cluster without compaction
         (Tributary's brokers today) kept without time limit instead, and said so."""
         name, partitions = self.config.offsets_topic, self.config.offsets_topic_partitions
+        if name in (await self.target.refresh_metadata()).topics:
+            return  # (creating it again would wait for every partition to have a leader)
         try:
             await self.target_admin.create_topic(name, partitions, {"cleanup.policy": "compact"}, exist_ok=True)
         except InvalidConfigError as exc:

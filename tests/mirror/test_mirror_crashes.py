@@ -1,0 +1,101 @@
+"""Exactly once across crashes: kill -9 the mirror again and again, and an aggregate broker.
+
+A 1M-record zstd stream flows into the source while the mirror is killed with
+SIGKILL five times at random moments and restarted each time, and one
+aggregate broker is killed and restarted mid-stream. Afterwards every source
+batch is in the aggregate exactly once, in order, byte for byte.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.broker.test_durability import wait_deregistered
+from tests.fixtures.brokers import Cluster, start_cluster
+from tests.fixtures.mirror import MirrorProcess
+from tests.fixtures.zookeeper import ZooKeeperHandle
+
+from .helpers import assert_exact_copy, copied_everything, produce_zstd, wait_for
+
+RECORDS = 1_000_000
+PRODUCERS = 4
+TOPIC = "activity"
+#: Fast group rebalances, and a registration that expires soon after a kill -9.
+SOURCE_CONFIG = {"num.partitions": "4", "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
+AGGREGATE_CONFIG = {"zookeeper.session.timeout.ms": "2000"}
+
+
+@pytest.fixture
+def clusters(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[tuple[Cluster, Cluster]]:
+    for name in ("east", "agg"):
+        (tmp_path / name).mkdir()
+    for east in start_cluster(zookeeper.hosts + "/east", tmp_path / "east", 1, SOURCE_CONFIG):
+        for agg in start_cluster(zookeeper.hosts + "/agg", tmp_path / "agg", 2, AGGREGATE_CONFIG):
+            yield east, agg
+
+
+def test_kill_9_mirror_five_times_and_an_aggregate_broker(
+    clusters: tuple[Cluster, Cluster], zookeeper: ZooKeeperHandle, tmp_path: Path
+) -> None:
+    east, agg = clusters
+    rng = random.Random(20261122)
+    errors: list[BaseException] = []
+
+    def produce(index: int) -> None:
+        share = RECORDS // PRODUCERS
+        try:
+            # In slices, so the stream lasts while the mirror is being killed.
+            for start in range(index * share, (index + 1) * share, 25_000):
+                produce_zstd(east.bootstrap, TOPIC, 25_000, start=start, source="east")
+        except BaseException as exc:
+            errors.append(exc)
+
+    producers = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(PRODUCERS)]
+    for thread in producers:
+        thread.start()
+    extra = ["--session-timeout-ms", "2000", "--fetch-partition-max-bytes", "262144"]
+    log_path = tmp_path / "mirror.log"
+    mirror = MirrorProcess(east.bootstrap, "east", agg.bootstrap, log_path, extra=extra)
+    mirror.start()
+    kills = 0
+    try:
+        for kills in range(1, 6):
+            time.sleep(rng.uniform(1.0, 4.0))
+            if kills == 3:
+                # An aggregate broker dies under the running mirror, which must wait for it and go on.
+                victim = agg.brokers[1]
+                victim.kill()
+                wait_deregistered_in(zookeeper, "/agg", victim)
+                victim.start()
+                victim.wait_ready(expected_brokers=2)
+                time.sleep(rng.uniform(0.5, 2.0))
+            mirror.kill()
+            mirror.start()
+        for thread in producers:
+            thread.join(timeout=300)
+        assert not errors, errors
+        wait_for(lambda: copied_everything(east.bootstrap, agg.bootstrap, "east", TOPIC), 240,
+                 "the aggregate to catch up", mirror.log_tail)  # fmt: skip
+        assert mirror.stop() == 0
+    finally:
+        if mirror.running():
+            mirror.kill()
+    assert kills == 5
+    assert assert_exact_copy(east.bootstrap, agg.bootstrap, "east", TOPIC) == RECORDS
+    log = log_path.read_text()
+    # Each restart resumed from recorded progress; at least one had to reconcile past it.
+    assert log.count("event=started") == 6
+    assert "event=reconciled" in log
+
+
+def wait_deregistered_in(zookeeper: ZooKeeperHandle, chroot: str, broker: object) -> None:
+    class _Sub:
+        hosts = zookeeper.hosts + chroot
+
+    wait_deregistered(_Sub(), broker)  # type: ignore[arg-type]
