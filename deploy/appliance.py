@@ -278,8 +278,9 @@ class Appliance:
         self.supervisor = Supervisor(grace=grace, backoff=backoff, on_event=self._on_event)
         self._stop = trio.Event()
         self._starting = trio.CancelScope()
-        #: Set once every tier answers.
+        #: Set once every tier answers, and once everything has stopped.
         self.ready = trio.Event()
+        self.stopped = trio.Event()
         self._lock: IO[str] | None = None
 
     def stop(self) -> None:
@@ -345,6 +346,7 @@ class Appliance:
                 finally:
                     with trio.CancelScope(shield=True):
                         await self._stop_all()
+                    self.stopped.set()
         finally:
             if self._lock is not None:
                 self._lock.close()

@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "status": "deploy.cmd_status",
     "topics": "deploy.cmd_topics",
     "up": "deploy.cmd_up",
+    "demo": "deploy.cmd_demo",
 }
 
 
