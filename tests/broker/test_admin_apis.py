@@ -39,9 +39,10 @@ from tests.fixtures.zookeeper import ZooKeeperServer
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # raised by kafka-python's package import
+    from kafka import TopicPartition as KPTopicPartition
     from kafka.admin import ConfigResource as KPConfigResource
     from kafka.admin import ConfigResourceType, KafkaAdminClient
-    from kafka.errors import InvalidPartitionsError
+    from kafka.errors import GroupSubscribedToTopicError, InvalidPartitionsError, NoError
 
 TIMEOUT = 30.0
 SETTINGS = {
@@ -366,3 +367,29 @@ def test_kafka_python_describe_log_dirs_reports_partition_sizes(
     on_disk = sum(f.stat().st_size for f in Path(log_dir["log_dir"], f"{topic}-0").glob("*.log"))
     assert partition["partition_size"] == on_disk
     assert on_disk > 4 * 1000
+
+
+# --- OffsetDelete ----------------------------------------------------------------------------------
+
+
+def test_kafka_python_delete_group_offsets_spares_subscribed_topics(
+    cluster: Cluster, admin: AdminClient, kp_admin: KafkaAdminClient
+) -> None:
+    consumed, other = new_topic(admin, 1), new_topic(admin, 2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "session.timeout.ms": 6000,
+                       "enable.auto.commit": False})  # fmt: skip
+    try:
+        member.subscribe([consumed])
+        wait_for("an assignment", lambda: member.poll(0.2) or member.assignment() or None)
+        member.commit(
+            offsets=[CKTopicPartition(consumed, 0, 3), CKTopicPartition(other, 0, 5), CKTopicPartition(other, 1, 6)],
+            asynchronous=False,
+        )
+        results = kp_admin.delete_group_offsets(group, [KPTopicPartition(consumed, 0), KPTopicPartition(other, 0)])
+        assert results == {KPTopicPartition(consumed, 0): GroupSubscribedToTopicError,
+                           KPTopicPartition(other, 0): NoError}  # fmt: skip
+    finally:
+        member.close()
+    assert committed(cluster, group, consumed, [0]) == {0: 3}
+    assert committed(cluster, group, other, [0, 1]) == {1: 6}
