@@ -14,7 +14,7 @@ import trio
 from protocol.error_codes import ErrorCode
 from protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 
-from ..cluster.errors import ClusterError, InvalidPartitionsError, UnknownTopicError
+from ..cluster.errors import ClusterError, InvalidPartitionsError, TopicCreationRejectedError, UnknownTopicError
 from ..context import RequestContext
 from .create_topics import MAX_PARTITIONS
 
@@ -52,7 +52,7 @@ async def _grow(
         await ctx.broker.registry.create_partitions(topic.name, topic.count, timeout=timeout)
     except UnknownTopicError as exc:
         return Result(topic.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc))
-    except InvalidPartitionsError as exc:
+    except (InvalidPartitionsError, TopicCreationRejectedError) as exc:
         return Result(topic.name, ErrorCode.INVALID_PARTITIONS, str(exc))
     except ClusterError as exc:
         return Result(topic.name, ErrorCode.REQUEST_TIMED_OUT, str(exc))
