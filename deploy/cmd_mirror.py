@@ -16,6 +16,7 @@ import json
 import logging
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,14 @@ async def _mirror_until_signalled(mirror: Mirror) -> None:
             nursery.cancel_scope.cancel()
 
 
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
 def _mirror(config: MirrorConfig) -> int:
     mirror = Mirror(config)
     server = None
@@ -131,12 +140,15 @@ def _mirror(config: MirrorConfig) -> int:
         log.info("event=metrics_serving url=http://%s:%d/metrics", config.metrics_host, server.server_port)
     try:
         trio.run(_mirror_until_signalled, mirror)
-    except MirrorStartError as exc:
-        print(f"tributary mirror: {exc}", file=sys.stderr)
-        return 2
-    except KafkaError as exc:
-        print(f"tributary mirror: {exc}", file=sys.stderr)
-        return 1
+    except (MirrorStartError, KafkaError, BaseExceptionGroup) as exc:
+        # Start-up failures and a group membership that failed for good get one line
+        # each; anything else is a bug and keeps its traceback.
+        leaves = list(_leaves(exc))
+        if not all(isinstance(e, MirrorStartError | KafkaError) for e in leaves):
+            raise
+        for leaf in leaves:
+            print(f"tributary mirror: {leaf}", file=sys.stderr)
+        return 2 if any(isinstance(e, MirrorStartError) for e in leaves) else 1
     finally:
         if server is not None:
             server.shutdown()

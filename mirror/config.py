@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from client.cluster import parse_bootstrap
+
 #: The compacted topic in the aggregate cluster that maps copied batches to
 #: aggregate offsets, for offset translation (see docs/mirror.md).
 DEFAULT_OFFSETS_TOPIC = "__tributary_mirror_offsets"
@@ -89,6 +91,11 @@ class MirrorConfig:
             raise MirrorConfigError("--source is required: the bootstrap servers of the source cluster")
         if not self.target:
             raise MirrorConfigError("--target is required: the bootstrap servers of the aggregate cluster")
+        for name in ("source", "target"):
+            try:
+                parse_bootstrap(getattr(self, name))
+            except ValueError as exc:
+                raise MirrorConfigError(f"--{name}: {exc}") from None
         for alias in (self.source_alias, *self.known_aliases):
             if not _ALIAS.match(alias or ""):
                 raise MirrorConfigError(

@@ -19,6 +19,7 @@ the same for all of them, then leaves the group and returns.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import zlib
 from collections.abc import Sequence
@@ -152,26 +153,25 @@ class Mirror:
     # --- start ----------------------------------------------------------------------------------
 
     @staticmethod
-    async def _reachable(cluster: Cluster, what: str, bootstrap: str, timeout: float) -> None:
+    async def _open(stack: contextlib.AsyncExitStack, cluster: Cluster, side: str) -> Cluster:
+        """Connect (a first Metadata answer), or fail the start with one clear line."""
+        bootstrap = ",".join(f"{host}:{port}" for host, port in cluster.bootstrap_servers)
+        what = "source" if side == "source" else "target (aggregate)"
+        timeout = cluster.config.connect_timeout * 2
         with trio.move_on_after(timeout):
             try:
-                await cluster.refresh_metadata()
+                return await stack.enter_async_context(cluster)
             except KafkaError as exc:
                 raise MirrorStartError(f"cannot reach the {what} cluster at {bootstrap}: {exc}") from None
-            return
         raise MirrorStartError(f"cannot reach the {what} cluster at {bootstrap}: no answer within {timeout:g} s")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Mirror until :attr:`stop` is set, then drain and return. Raises MirrorStartError
         when a cluster does not answer at start, KafkaError when group membership fails for good."""
         config = self.config
-        async with (
-            Cluster(config.source, client_config(config, "source")) as source,
-            Cluster(config.target, client_config(config, "target")) as target,
-        ):
-            timeout = source.config.connect_timeout
-            await self._reachable(source, "source", config.source, timeout)
-            await self._reachable(target, "target (aggregate)", config.target, timeout)
+        async with contextlib.AsyncExitStack() as stack:
+            source = await self._open(stack, Cluster(config.source, client_config(config, "source")), "source")
+            target = await self._open(stack, Cluster(config.target, client_config(config, "target")), "target")
             # Not idempotent: it shares the target connections, which allow more requests in flight
             # than idempotence does, and a duplicated entry is harmless (same key, same value).
             async with Producer(target, acks="all", linger_ms=5, enable_idempotence=False) as producer:

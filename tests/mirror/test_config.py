@@ -216,12 +216,6 @@ def test_cli_not_a_number() -> None:
     assert "--fetch-max-bytes: invalid int value: 'x'" in result.stderr.splitlines()[-1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mirror bug: Cluster.__aenter__ (daemon.py Mirror.run) raises NoBrokersAvailableError before "
-    "_reachable runs, and inside the nursery of cmd_mirror._mirror_until_signalled it arrives as an "
-    "ExceptionGroup, which _mirror's `except KafkaError/MirrorStartError` does not catch: a traceback",
-)
 def test_cli_unreachable_source() -> None:
     port = free_port()  # nobody listens there
     result, elapsed = run_mirror("--source", f"127.0.0.1:{port}", "--source-alias", "east",
