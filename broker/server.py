@@ -65,15 +65,14 @@ async def _accept(broker: Broker, stream: trio.SocketStream) -> None:
         peer = f"{host}:{port}"
     except OSError:
         peer = "unknown"
-    broker.metrics.connections_accepted.inc()
-    broker.metrics.connections.inc()
+    broker.metrics.connection_opened()
     try:
         await serve_connection(broker, stream, peer)
     except Exception:
         # A bug in one request's handling must not take the broker down.
         log.exception("connection %s failed", peer)
     finally:
-        broker.metrics.connections.dec()
+        broker.metrics.connection_closed()
 
 
 async def run(
