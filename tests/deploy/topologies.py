@@ -52,7 +52,14 @@ def write_topology(
                 'host = "127.0.0.1"',
                 "",
             ]
-    lines += ["[loads.nightly]", f'cluster = "{aggregate}"', f'output = "{path.parent / "warehouse"}"', ""]
+    sources = "|".join(datacenters[:-1])
+    lines += [
+        "[loads.nightly]",
+        f'cluster = "{aggregate}"',
+        f'output = "{path.parent / "warehouse"}"',
+        f'topics = "^({sources})\\\\..*"',
+        "",
+    ]
     path.write_text("\n".join(lines))
     return path
 
