@@ -566,36 +566,35 @@ class ClusterRegistry:
         few brokers), or ControllerUnavailableError on timeout (the request stays queued).
         """
         session = self._require_session()
-        info = self._snapshot.topics.get(name)
-        if info is None:
-            raise UnknownTopicError(f"topic {name!r} does not exist")
-        if count <= len(info.partitions):
-            raise InvalidPartitionsError(
-                f"topic {name!r} has {len(info.partitions)} partitions: the new count must be larger, not {count}"
-            )
-        request = CreatePartitionsRequest(info.topic_id, count, self.broker_id)
         request_path = zk_paths.create_partitions_request(name)
         with trio.move_on_after(timeout), _zookeeper_errors(f"adding partitions to topic {name!r}"):
+            # ZooKeeper, not the snapshot: this broker may not have heard of a new topic yet.
+            node = await session.get_or_none(zk_paths.topic(name))
+            if node is None:
+                raise UnknownTopicError(f"topic {name!r} does not exist")
+            topic_id, assignment = decode_topic(node[0])
+            if count <= len(assignment):
+                raise InvalidPartitionsError(
+                    f"topic {name!r} has {len(assignment)} partitions: the new count must be larger, not {count}"
+                )
+            request = CreatePartitionsRequest(topic_id, count, self.broker_id)
             try:
                 await session.create(request_path, encode_create_partitions_request(request))
             except NodeExistsError:
                 raise InvalidPartitionsError(f"partitions are already being added to topic {name!r}") from None
             await self._wait_until_absent(session, request_path)
             node = await session.get_or_none(zk_paths.topic(name))
-            if node is None or decode_topic(node[0])[0] != info.topic_id:
+            if node is None or decode_topic(node[0])[0] != topic_id:
                 raise UnknownTopicError(f"topic {name!r} was deleted while partitions were being added")
             if len(decode_topic(node[0])[1]) < count:
                 raise TopicCreationRejectedError(f"the controller did not grow topic {name!r} (see its log)")
 
             def grown() -> bool:
                 now = self._snapshot.topics.get(name)
-                return now is None or now.topic_id != info.topic_id or len(now.partitions) >= count
+                return now is not None and (now.topic_id != topic_id or len(now.partitions) >= count)
 
             await self._notifier.wait_until(grown)
-            grown_info = self._snapshot.topics.get(name)
-            if grown_info is None:
-                raise UnknownTopicError(f"topic {name!r} was deleted while partitions were being added")
-            return grown_info
+            return self._snapshot.topics[name]
         raise ControllerUnavailableError(
             f"no controller added partitions to topic {name!r} within {timeout:g} s; the request stays queued"
         )
@@ -608,20 +607,22 @@ class ClusterRegistry:
         timeout: float = 30.0,
     ) -> Mapping[str, str]:
         """Replace a topic's config (`/config/topics/<name>`, as Kafka stores it) with
-        `change(current)`; wait until this broker's snapshot shows it, and return it.
+        `change(current)`, and return what was written once this broker's snapshot shows it.
 
         A compare-and-set on the node's version, retried when another writer got there first, so
         concurrent incremental changes never lose each other's keys. Every broker watches the
-        node and applies the new config to its logs. Raises UnknownTopicError.
+        node and applies the new config to its logs. Raises UnknownTopicError, or
+        ZooKeeperUnavailableError when nothing could be written within `timeout`.
         """
         session = self._require_session()
         path = zk_paths.topic_config(name)
-        with trio.move_on_after(timeout), _zookeeper_errors(f"changing the config of topic {name!r}"):
-            while True:
+        deadline = trio.current_time() + timeout
+        written: tuple[str, dict[str, str]] | None = None
+        with trio.move_on_at(deadline), _zookeeper_errors(f"changing the config of topic {name!r}"):
+            while written is None:
                 topic = await session.get_or_none(zk_paths.topic(name))
                 if topic is None:
                     raise UnknownTopicError(f"topic {name!r} does not exist")
-                topic_id = decode_topic(topic[0])[0]
                 node = await session.get_or_none(path)
                 current = decode_config(node[0]) if node is not None else {}
                 wanted = dict(change(current))
@@ -632,15 +633,22 @@ class ClusterRegistry:
                         await session.set(path, encode_config(wanted), version=node[1].version)
                 except (NodeExistsError, BadVersionError):
                     continue
-                break
+                written = decode_topic(topic[0])[0], wanted
+        if written is None:
+            raise ZooKeeperUnavailableError(f"could not change the config of topic {name!r} within {timeout:g} s")
+        topic_id, wanted = written
 
-            def applied() -> bool:
-                now = self._snapshot.topics.get(name)
-                return now is None or now.topic_id != topic_id or dict(now.config) == wanted
+        def applied() -> bool:
+            # Ours, or a later writer's that kept our change (its re-application changes nothing).
+            now = self._snapshot.topics.get(name)
+            if now is None or now.topic_id != topic_id:
+                return True
+            return dict(now.config) == wanted or dict(change(now.config)) == dict(now.config)
 
+        # The write stands either way; the wait only lets the caller's next read see it here.
+        with trio.move_on_at(deadline):
             await self._notifier.wait_until(applied)
-            return wanted
-        raise ZooKeeperUnavailableError(f"could not change the config of topic {name!r} within {timeout:g} s")
+        return wanted
 
     async def _wait_until_absent(self, session: ZkSession, path: str) -> None:
         while not await self._absent_or_changed(session, path):

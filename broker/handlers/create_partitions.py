@@ -24,13 +24,12 @@ Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
 def _invalid(ctx: RequestContext, topic: CreatePartitionsRequest.CreatePartitionsTopic) -> Result | None:
-    info = ctx.broker.snapshot().topics.get(topic.name)
-    if info is None:
-        return Result(topic.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic.name!r} does not exist")
     if topic.assignments is not None:
         return Result(topic.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported")
-    current = len(info.partitions)
-    if topic.count <= current:
+    info = ctx.broker.snapshot().topics.get(topic.name)
+    # A topic missing here may be too new for this broker's view: the registry asks ZooKeeper.
+    current = len(info.partitions) if info is not None else 0
+    if info is not None and topic.count <= current:
         return Result(
             topic.name,
             ErrorCode.INVALID_PARTITIONS,
@@ -47,7 +46,9 @@ async def _grow(
     if (refused := _invalid(ctx, topic)) is not None:
         return refused
     if validate_only:
-        return Result(topic.name, ErrorCode.NONE, None)
+        known = topic.name in ctx.broker.snapshot().topics
+        code = ErrorCode.NONE if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return Result(topic.name, code, None if known else f"topic {topic.name!r} does not exist")
     try:
         await ctx.broker.registry.create_partitions(topic.name, topic.count, timeout=timeout)
     except UnknownTopicError as exc:

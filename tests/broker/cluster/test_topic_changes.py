@@ -18,6 +18,7 @@ async def test_partitions_grow_through_the_controller_and_every_broker_sees_them
     registries = await brokers.start_all(1, 2, 3)
     first = registries[0]
     info = await first.create_topic("growing", 2, {"retention.ms": "60000"})
+    await registries[1].wait_for(lambda s: "growing" in s.topics)
     changes = registries[1].assignment_changes()
     with trio.fail_after(10):
         await anext(changes)  # everything assigned now
@@ -66,8 +67,11 @@ async def test_a_growth_request_for_a_deleted_topic_is_dropped(brokers: Brokers)
 
 async def test_config_changes_compose_and_reach_every_broker(brokers: Brokers) -> None:
     registries = await brokers.start_all(1, 2)
-    await registries[0].create_topic("cfg", 1, {"retention.ms": "60000"})
-    changes = registries[1].assignment_changes()
+    info = await registries[0].create_topic("cfg", 1, {"retention.ms": "60000"})
+    # The feed of the broker holding the replica: config changes come only for topics held there.
+    holder = next(r for r in registries if r.broker_id == info.partitions[0].leader)
+    await holder.wait_for(lambda s: "cfg" in s.topics)
+    changes = holder.assignment_changes()
     with trio.fail_after(10):
         await anext(changes)
 
