@@ -1,0 +1,658 @@
+"""Mirror cost and speed: the shallow mirror against a decompress-and-recompress copy loop, in one run.
+
+One ZooKeeper and two Tributary brokers (a source and an aggregate, ``tributary
+broker`` in chroots of their own, see ``processes.py``) run as child processes
+on loopback. confluent-kafka first loads the source topic ``events`` (4
+partitions) with 1 KiB JSON activity events (``bench_records.make_corpus``),
+keyed by user, zstd, 64 KiB batches (linger 20 ms): about 300 MB of values,
+about 5-6x smaller compressed. Then, round after round (rotating who goes
+first), each contender copies the whole topic into a fresh aggregate topic:
+
+* **shallow**: ``tributary mirror`` (a child process, default settings): raw
+  batches, never decompressed (``<alias>.events``);
+* **recompress**: the MirrorMaker way, with the same client library: a child
+  process (``python -m bench.bench_mirror copy-loop``) that consumes the
+  records with ``client.Consumer`` (assign, 16 MiB fetches) and produces each
+  one, with its key, partition and timestamp, with ``client.Producer`` (zstd,
+  acks=all, 64 KiB batches, linger 5 ms) into ``mm<round>.events``.
+
+Each copy is timed from its first copied record to its last acknowledged one
+(process start-up, group join and topic creation excluded): the shallow
+mirror's progress comes from its Prometheus counters (polled every 0.2 s) and
+its CPU time from ``/proc/<pid>/stat`` at the same instants; the copy loop
+reports its own time and ``getrusage`` CPU. MB/s and CPU-seconds per GB count
+the source's compressed batch bytes (the same data for both); the goal is at
+least 5x less CPU per GB for the shallow mirror.
+
+Last, end-to-end latency: a shallow mirror copies a fresh topic while
+confluent-kafka produces 2,000 records/s into it for 15 s (linger 5 ms, zstd),
+each value carrying its send time; a confluent-kafka consumer reads the
+aggregate copy and takes, per record, the time it got it minus the send time:
+produce at the source to readable at the aggregate, p50/p99/max.
+
+Run from the repository root (about 2.5 minutes; ``--quick`` about 45 s)::
+
+    .venv/bin/python -m bench.bench_mirror [--quick] [--megabytes N] [--rounds N] [--json]
+
+Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.metadata
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from prometheus_client.parser import text_string_to_metric_families
+
+from client.blocking import BlockingFetcher
+from client.consumer import Consumer as OurConsumer
+from client.metadata import TopicPartition
+from client.producer import Producer as OurProducer
+
+from . import common
+from .bench_records import make_corpus
+from .common import log
+from .processes import ROOT, Server, Tributary, ZooKeeper, cpu_seconds
+from .profiles import PySpy, collapsed_summary
+
+LATENCY_TOPIC = "ticks"
+PARTITIONS = 4
+VALUE_SIZE = 1024
+SOURCE_PRODUCER = {"compression.type": "zstd", "linger.ms": 20, "acks": 1}
+LATENCY_PRODUCER = {"compression.type": "zstd", "linger.ms": 5, "acks": "all"}
+GOAL = 5.0  # CPU per GB: recompress / shallow
+SAMPLE_INTERVAL = 0.2
+COPY_TIMEOUT = 900.0
+
+
+@dataclass(frozen=True)
+class Sizes:
+    megabytes: int  # uncompressed values loaded into each source topic
+    batch_kib: tuple[int, ...]  # one source topic per source producer batch.size (KiB, uncompressed)
+    rounds: int
+    latency_rate: int  # records per second
+    latency_seconds: float
+
+    @staticmethod
+    def pick(args: argparse.Namespace) -> Sizes:
+        quick = Sizes(megabytes=40, batch_kib=(64, 1024), rounds=1, latency_rate=1000, latency_seconds=5)
+        full = Sizes(megabytes=200, batch_kib=(64, 1024), rounds=2, latency_rate=2000, latency_seconds=15)
+        base = quick if args.quick else full
+        return Sizes(
+            megabytes=args.megabytes or base.megabytes,
+            batch_kib=args.batch_kib or base.batch_kib,
+            rounds=args.rounds or base.rounds,
+            latency_rate=base.latency_rate,
+            latency_seconds=base.latency_seconds,
+        )
+
+
+@dataclass(frozen=True)
+class SourceTopic:
+    """A loaded source topic: its producer's batch size and what it holds."""
+
+    topic: str
+    batch_kib: int
+    records: int
+    compressed_bytes: int
+    batches: int
+
+    @property
+    def batch_bytes(self) -> int:
+        return self.batch_kib * 1024
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One contender's copy of a source topic."""
+
+    who: str
+    topic: str
+    seconds: float
+    records: int
+    source_bytes: int  # compressed batch bytes of the source data copied
+    cpu: float  # CPU seconds of the copying process over ``seconds``
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.source_bytes / self.seconds / 1e6
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def cpu_per_gb(self) -> float:
+        return self.cpu / self.source_bytes * 1e9
+
+    @property
+    def cpu_us_per_record(self) -> float:
+        return self.cpu / self.records * 1e6
+
+
+# --- the source data ----------------------------------------------------------------------------
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30).values():
+        future.result(timeout=60)
+
+
+def load_source(bootstrap: str, topic: str, megabytes: int, batch_bytes: int) -> int:
+    """Produce ``megabytes`` of 1 KiB JSON events into ``topic``; the record count."""
+    records = [(key, value) for batch in make_corpus(VALUE_SIZE, 64, 64) for key, value, _ in batch]
+    count = megabytes * 1_000_000 // VALUE_SIZE
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "queue.buffering.max.kbytes": 1_048_576,
+        "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False, "batch.size": batch_bytes,
+        **SOURCE_PRODUCER,
+    })  # fmt: skip
+    for i in range(count):
+        key, value = records[i % len(records)]
+        while True:
+            try:
+                producer.produce(topic, value, key)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(300):
+        raise RuntimeError("the source load left records unsent")
+    return count
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    with BlockingFetcher(bootstrap) as fetcher:
+        return {p: end for p, (_, end) in fetcher.offset_bounds(topic).items()}
+
+
+def compressed_bytes(bootstrap: str, topic: str) -> tuple[int, int]:
+    """The bytes and the number of the batches in ``topic``: what a shallow copy carries."""
+    total = count = 0
+    with BlockingFetcher(bootstrap) as fetcher:
+        for partition, (start, end) in fetcher.offset_bounds(topic).items():
+            seen = start
+            for fetched in fetcher.fetch_range(topic, partition, start, end):
+                for header, data in fetched.batch_bytes():
+                    if header.next_offset > seen:
+                        total += len(data)
+                        count += 1
+                        seen = header.next_offset
+    return total, count
+
+
+# --- the shallow mirror -------------------------------------------------------------------------
+
+
+class MirrorDaemon(Server):
+    """``tributary mirror`` with its metrics endpoint on :attr:`port`."""
+
+    name = "mirror"
+
+    def __init__(self, workdir: Path, source: str, target: str, alias: str, topics: str) -> None:
+        super().__init__(workdir)
+        self.args = [
+            "mirror", "--source", source, "--source-alias", alias, "--target", target, "--topics", topics,
+            "--metrics-port", str(self.port), "--metrics-host", "127.0.0.1",
+        ]  # fmt: skip
+
+    def start(self) -> MirrorDaemon:
+        self._spawn([sys.executable, "-m", "deploy.cli", *self.args], dict(os.environ, PYTHONPATH=str(ROOT)))
+        deadline = time.monotonic() + 60
+        while "event=started" not in self.log_path.read_text(errors="replace"):
+            if not self.alive():
+                raise RuntimeError(f"the mirror exited while starting:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the mirror did not start:\n{self.log_tail()}")
+            time.sleep(0.1)
+        return self
+
+    def counters(self) -> tuple[float, float]:
+        """(records, bytes) copied so far."""
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        records = size = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "tributary_mirror_copied_records_total":
+                    records += sample.value
+                elif sample.name == "tributary_mirror_copied_bytes_total":
+                    size += sample.value
+        return records, size
+
+
+def shallow_copy(root: Path, source: str, target: str, src: SourceTopic, alias: str, *, spy: Path | None) -> Copy:
+    total = src.records
+    mirror = MirrorDaemon(root / f"mirror-{alias}", source, target, alias, src.topic).start()
+    sampler = PySpy(mirror.pid, spy) if spy is not None else None
+    try:
+        first: tuple[float, float, float, float] | None = None  # time, cpu, records, bytes
+        deadline = time.monotonic() + COPY_TIMEOUT
+        while True:
+            now, cpu = time.perf_counter(), cpu_seconds(mirror.pid)
+            records, size = mirror.counters()
+            if cpu is None:
+                raise RuntimeError(f"the mirror died:\n{mirror.log_tail()}")
+            if first is None and records > 0:
+                first = (now, cpu, records, size)
+            if records >= total:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the mirror copied {records:,.0f} of {total:,} records:\n{mirror.log_tail()}")
+            time.sleep(SAMPLE_INTERVAL)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        mirror.stop()
+    assert first is not None
+    if end_offsets(target, f"{alias}.{src.topic}") != end_offsets(source, src.topic):
+        raise RuntimeError("the shallow copy's partitions do not end where the source's do")
+    t0, cpu0, records0, size0 = first
+    return Copy("shallow", src.topic, now - t0, int(records - records0), int(size - size0), cpu - cpu0)
+
+
+# --- the MirrorMaker way: decompress, recompress ------------------------------------------------
+
+
+async def _copy_loop(
+    source: str, target: str, topic: str, dest: str, *, batch_bytes: int, ends: dict[int, int]
+) -> dict[str, float]:
+    def usage() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    remaining = {p for p, end in ends.items() if end > 0}
+    records = 0
+    start: tuple[float, float] | None = None
+    async with (
+        OurConsumer(source, auto_offset_reset="earliest", fetch_max_bytes=16 << 20,
+                    max_partition_fetch_bytes=2 << 20, max_poll_records=5000) as consumer,
+        OurProducer(target, acks="all", compression="zstd", batch_bytes=batch_bytes, linger_ms=5) as producer,
+    ):  # fmt: skip
+        consumer.assign([TopicPartition(topic, p) for p in sorted(ends)])
+        while remaining:
+            batch = await consumer.poll(timeout=1.0)
+            if batch and start is None:
+                start = (time.perf_counter(), usage())
+            for record in batch:
+                await producer.enqueue(
+                    dest, record.value, key=record.key, partition=record.partition, timestamp=record.timestamp
+                )
+                if record.offset + 1 >= ends[record.partition]:
+                    remaining.discard(record.partition)
+            records += len(batch)
+        await producer.flush()
+        assert start is not None
+        return {"seconds": time.perf_counter() - start[0], "cpu": usage() - start[1], "records": records}
+
+
+def copy_loop_main(argv: Sequence[str]) -> int:
+    """The recompressing copier's process: ``copy-loop SOURCE TARGET TOPIC DEST BATCH_BYTES OUT.json``."""
+    source, target, topic, dest, batch_bytes, out = argv
+    ends = end_offsets(source, topic)
+    result = trio.run(
+        functools.partial(_copy_loop, batch_bytes=int(batch_bytes), ends=ends), source, target, topic, dest
+    )
+    Path(out).write_text(json.dumps(result))
+    return 0
+
+
+class CopyLoop(Server):
+    name = "copy-loop"
+
+
+def recompress_copy(root: Path, source: str, target: str, src: SourceTopic, dest: str, *, spy: Path | None) -> Copy:
+    create_topic(target, dest)
+    loop = CopyLoop(root / f"copy-{dest}")
+    out = loop.workdir / "result.json"
+    loop._spawn(
+        [
+            sys.executable,
+            "-m",
+            "bench.bench_mirror",
+            "copy-loop",
+            source,
+            target,
+            src.topic,
+            dest,
+            str(src.batch_bytes),
+            str(out),
+        ],
+        dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    assert loop.proc is not None
+    sampler = PySpy(loop.pid, spy) if spy is not None else None
+    try:
+        code = loop.proc.wait(COPY_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        loop.stop()
+        raise TimeoutError("the copy loop did not finish") from None
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    if code != 0:
+        raise RuntimeError(f"the copy loop failed ({code}):\n{loop.log_tail()}")
+    if end_offsets(target, dest) != end_offsets(source, src.topic):
+        raise RuntimeError("the recompressed copy's partitions do not end where the source's do")
+    result = json.loads(out.read_text())
+    return Copy("recompress", src.topic, result["seconds"], int(result["records"]), src.compressed_bytes, result["cpu"])
+
+
+# --- end-to-end latency -------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+class LatencyReader:
+    """A confluent-kafka consumer in a thread: for each record read, now minus the send
+    time its value starts with (records sent with 0 are counted but not measured)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": f"bench-latency-{topic}", "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 1,
+        })  # fmt: skip
+        self.consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        self.delays: list[float] = []
+        self.received = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="latency-reader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for message in self.consumer.consume(1000, 0.05):
+                now = time.time()
+                value = message.value()
+                if message.error() is not None or value is None:
+                    continue
+                self.received += 1
+                sent = float(value[len(b'{"sent":') : value.index(b",")])
+                if sent > 0:
+                    self.delays.append(now - sent)
+
+    def wait_for(self, what: str, count: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while (self.received if what == "received" else len(self.delays)) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the aggregate copy holds {self.received:,} records, {count:,} expected")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+
+def paced_produce(producer: Producer, values: Sequence[bytes], rate: int, seconds: float, *, stamped: bool) -> int:
+    """``rate`` records per second for ``seconds``, each value prefixed with its send time
+    (or 0); the number sent, all acknowledged."""
+    start, sent = time.monotonic(), 0
+    while time.monotonic() < start + seconds:
+        ahead = start + sent / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(min(0.002, ahead))
+            continue
+        stamp = f"{time.time():.6f}" if stamped else "0"
+        producer.produce(LATENCY_TOPIC, b'{"sent":' + stamp.encode() + b"," + values[sent % len(values)][1:])
+        producer.poll(0)
+        sent += 1
+    if producer.flush(30):
+        raise RuntimeError("latency records left unsent")
+    return sent
+
+
+def measure_latency(root: Path, source: str, target: str, sizes: Sizes) -> dict[str, dict[str, float]]:
+    """Produce at a steady rate into a mirrored topic; the produce-to-readable delays (ms)
+    at the aggregate, and at the source itself (the peer: what the mirror adds is the difference)."""
+    alias = "lat"
+    copy = f"{alias}.{LATENCY_TOPIC}"
+    create_topic(source, LATENCY_TOPIC)
+    create_topic(target, copy)
+    values = [value for batch in make_corpus(VALUE_SIZE, 64, 4) for _, value, _ in batch]
+    producer = Producer({"bootstrap.servers": source, **LATENCY_PRODUCER})
+    mirror = MirrorDaemon(root / "mirror-latency", source, target, alias, LATENCY_TOPIC).start()
+    readers = {"aggregate": LatencyReader(target, copy), "source": LatencyReader(source, LATENCY_TOPIC)}
+    try:
+        # Unmeasured until the mirror copies: its start-up (group join) is not latency.
+        warm = paced_produce(producer, values, sizes.latency_rate, 1.0, stamped=False)
+        readers["aggregate"].wait_for("received", warm)
+        sent = paced_produce(producer, values, sizes.latency_rate, sizes.latency_seconds, stamped=True)
+        for reader in readers.values():
+            reader.wait_for("measured", sent)
+    finally:
+        for reader in readers.values():
+            reader.close()
+        mirror.stop()
+    result: dict[str, dict[str, float]] = {}
+    for where, reader in readers.items():
+        ms = [d * 1000 for d in reader.delays]
+        if len(ms) != sent:
+            raise RuntimeError(f"{sent} records sent, {len(ms)} read from the {where}")
+        result[where] = {
+            "records": len(ms), "rate": sizes.latency_rate, "p50_ms": percentile(ms, 0.5),
+            "p99_ms": percentile(ms, 0.99), "max_ms": max(ms), "mean_ms": statistics.fmean(ms),
+        }  # fmt: skip
+    return result
+
+
+# --- the run and its report ---------------------------------------------------------------------
+
+
+def load(bootstrap: str, megabytes: int, batch_kib: int) -> SourceTopic:
+    topic = f"events-{batch_kib}k"
+    create_topic(bootstrap, topic)
+    log(f"loading {topic}: {megabytes} MB of {VALUE_SIZE} B JSON events, zstd, batch.size {batch_kib} KiB")
+    started = time.perf_counter()
+    records = load_source(bootstrap, topic, megabytes, batch_kib * 1024)
+    loaded = time.perf_counter() - started
+    size, batches = compressed_bytes(bootstrap, topic)
+    log(f"loaded {records:,} records in {loaded:.1f} s: {size / 1e6:.1f} MB in {batches:,} zstd batches")
+    return SourceTopic(topic, batch_kib, records, size, batches)
+
+
+def run(sizes: Sizes, root: Path, spy: Path | None) -> dict[str, Any]:
+    """Everything, in one set of servers; with ``spy``, the first round's copiers are sampled by py-spy."""
+    zookeeper = ZooKeeper(root / "zookeeper")
+    source = Tributary(root / "source", zookeeper, label="source")
+    target = Tributary(root / "aggregate", zookeeper, label="aggregate")
+    with zookeeper, source, target:
+        zookeeper.start()
+        source.start()
+        target.start()
+        sources = [load(source.bootstrap, sizes.megabytes, kib) for kib in sizes.batch_kib]
+        copies: list[Copy] = []
+        hot_spots: dict[str, str] = {}
+        for round_no in range(1, sizes.rounds + 1):
+            order = ["shallow", "recompress"] if round_no % 2 else ["recompress", "shallow"]
+            for src in sources:
+                for who in order:
+                    log(f"round {round_no}, {src.topic}: {who} copy")
+                    spied = spy is not None and round_no == 1
+                    output = spy / f"{who}-{src.topic}.txt" if spy is not None and spied else None
+                    if who == "shallow":
+                        alias = f"r{round_no}-{src.batch_kib}k"
+                        copy = shallow_copy(root, source.bootstrap, target.bootstrap, src, alias, spy=output)
+                    else:
+                        dest = f"mm{round_no}.{src.topic}"
+                        copy = recompress_copy(root, source.bootstrap, target.bootstrap, src, dest, spy=output)
+                    if output is not None:
+                        hot_spots[f"{who} copier, {src.topic}"] = collapsed_summary(output)
+                    log(f"  {copy.mb_per_s:.1f} MB/s, {copy.records_per_s:,.0f} records/s, "
+                        f"{copy.cpu_per_gb:.1f} CPU-s/GB")  # fmt: skip
+                    copies.append(copy)
+        log(f"latency: {sizes.latency_rate:,} records/s for {sizes.latency_seconds:g} s")
+        latency = measure_latency(root, source.bootstrap, target.bootstrap, sizes)
+    return {
+        "sources": [asdict(src) for src in sources],
+        "copies": [asdict(c) for c in copies],
+        "latency": latency,
+        "hot_spots": hot_spots,
+    }
+
+
+def _median(copies: Sequence[Copy], attr: str) -> float:
+    return float(statistics.median(getattr(c, attr) for c in copies))
+
+
+def render(result: dict[str, Any]) -> str:
+    copies = [Copy(**c) for c in result["copies"]]
+    sources = [SourceTopic(**src) for src in result["sources"]]
+    rows, goals = [], []
+    for src in sources:
+        by_who = {
+            who: [c for c in copies if c.who == who and c.topic == src.topic] for who in ("shallow", "recompress")
+        }
+        for who, mine in by_who.items():
+            per_batch = _median(mine, "cpu_per_gb") * src.compressed_bytes / src.batches / 1e3
+            rows.append([
+                f"{src.batch_kib} KiB", who, f"{_median(mine, 'mb_per_s'):,.1f}",
+                f"{_median(mine, 'records_per_s'):,.0f}", f"{_median(mine, 'cpu_per_gb'):,.1f}",
+                f"{_median(mine, 'cpu_us_per_record'):,.1f}", f"{per_batch:,.0f}", str(len(mine)),
+                "" if who == "shallow" else f"{_ratio(by_who):.1f}x",
+            ])  # fmt: skip
+        ratio = _ratio(by_who)
+        goals.append(
+            f"{src.batch_kib} KiB batches: recompress / shallow CPU per GB {ratio:.1f}x "
+            f"(per round: {', '.join(f'{r:.1f}x' for r in _ratios(by_who))}): "
+            f"{'met' if ratio >= GOAL else 'NOT met'}"
+        )
+    latency = result["latency"]
+    measured = latency["aggregate"]
+    lines = [
+        "Mirror: shallow (tributary mirror) vs decompress-and-recompress (client.Consumer + client.Producer)",
+        _machine_line(result["machine"]),
+        *(
+            f"{src.topic}: {src.records:,} records, {src.records * VALUE_SIZE / 1e6:,.0f} MB of 1 KiB JSON values in "
+            f"{src.batches:,} zstd batches of {src.compressed_bytes / src.batches / 1e3:,.1f} kB, "
+            f"{src.compressed_bytes / 1e6:,.1f} MB ({src.records * VALUE_SIZE / src.compressed_bytes:.1f}x smaller)"
+            for src in sources
+        ),
+        f"{PARTITIONS} partitions; MB/s and CPU-s/GB count the source's compressed batch bytes; CPU: the copier "
+        "process's user+system time; medians over rounds; ratio: CPU per GB, recompress / shallow",
+        "",
+        common.table(
+            [
+                "batch.size",
+                "copier",
+                "MB/s",
+                "records/s",
+                "CPU-s/GB",
+                "CPU us/record",
+                "CPU us/batch",
+                "rounds",
+                "ratio",
+            ],
+            rows,
+            left=2,
+        ),
+        "",
+        f"goal: at least {GOAL:g}x less CPU per GB for the shallow mirror",
+        *goals,
+        "",
+        f"end-to-end latency at {measured['rate']:,} records/s ({measured['records']:,} records): produce at the "
+        "source to readable at the aggregate, and (the peer) readable at the source itself:",
+        common.table(
+            ["readable at", "p50 ms", "p99 ms", "max ms", "mean ms"],
+            [
+                [where, *(f"{latency[where][k]:.1f}" for k in ("p50_ms", "p99_ms", "max_ms", "mean_ms"))]
+                for where in ("aggregate", "source")
+            ],
+        ),
+    ]
+    for what, text in result.get("hot_spots", {}).items():
+        lines += ["", f"py-spy, {what} (round 1):", text]
+    return "\n".join(lines)
+
+
+def _ratios(by_who: dict[str, list[Copy]]) -> list[float]:
+    return [r.cpu_per_gb / s.cpu_per_gb for s, r in zip(by_who["shallow"], by_who["recompress"], strict=True)]
+
+
+def _ratio(by_who: dict[str, list[Copy]]) -> float:
+    return float(statistics.median(_ratios(by_who)))
+
+
+def _machine_line(m: dict[str, str]) -> str:
+    line = f"{m['date']}; {m['cpus']} CPUs ({m['cpu']}); {m['python']}; {m['os']}"
+    return f"{line}; {m['load']}" if "load" in m else line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["copy-loop"]:
+        return copy_loop_main(argv[1:])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="40 MB, one round, 5 s of latency: a smoke run")
+    parser.add_argument("--megabytes", type=int, default=None, help="MB of values in the source (default 300)")
+    parser.add_argument("--rounds", type=int, default=None, help="copies per contender (default 2)")
+    parser.add_argument(
+        "--batch-kib",
+        type=lambda text: tuple(int(v) for v in text.split(",")),
+        default=None,
+        help="the source producers' batch.size in KiB, one source topic each (default 64,1024)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, data)")
+    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR", help="sample the first round's copiers")
+    parser.add_argument(
+        "--from-json", type=Path, default=None, metavar="FILE", help="print the tables of a --json file"
+    )
+    args = parser.parse_args(argv)
+    if args.from_json is not None:
+        print(render(json.loads(args.from_json.read_text())))
+        return 0
+    if any(value is not None and value < 1 for value in (args.megabytes, args.rounds, *(args.batch_kib or ()))):
+        parser.error("--megabytes, --rounds and --batch-kib must be at least 1")
+    sizes = Sizes.pick(args)
+    root = Path(tempfile.mkdtemp(prefix="bench-mirror-"))
+    machine = common.machine()
+    load_before = os.getloadavg()[0]  # the machine is shared: say how busy it was
+    started = time.monotonic()
+    try:
+        if args.py_spy is not None:
+            args.py_spy.mkdir(parents=True, exist_ok=True)
+        result = run(sizes, root, args.py_spy.resolve() if args.py_spy is not None else None)
+    except (KafkaException, RuntimeError, TimeoutError, OSError, urllib.error.URLError) as exc:
+        log(f"failed: {exc!r}; scratch directory kept: {root}")
+        return 1
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    log(f"done in {time.monotonic() - started:.0f} s")
+    machine["load"] = f"load average {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    result = {"machine": machine, "versions": versions(), "sizes": asdict(sizes), **result}
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0
+
+
+def versions() -> dict[str, str]:
+    return {name: importlib.metadata.version(name) for name in ("confluent-kafka", "zstandard", "trio")}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
