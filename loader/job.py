@@ -15,6 +15,7 @@ invocation sees it in the state directory, see state.py):
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -35,6 +36,8 @@ from .stage import StagedFile, describe_staging, write_staging
 from .state import StateStore, run_id
 from .summary import Summary, merge_gaps
 
+log = logging.getLogger("tributary.load")
+
 
 class GapError(LoadError):
     """Retention deleted records that were never loaded, and gaps are not allowed."""
@@ -42,6 +45,10 @@ class GapError(LoadError):
     def __init__(self, message: str, gaps: Sequence[object]) -> None:
         super().__init__(message)
         self.gaps = list(gaps)
+
+
+def _since(started: float) -> float:
+    return time.monotonic() - started
 
 
 def open_fetcher(bootstrap: str) -> BlockingFetcher:
@@ -137,19 +144,26 @@ class Loader:
             self.fs.delete(staging, recursive=True)  # what a dead attempt left half-written
             files: list[StagedFile] = []
             if plan.ranges:
+                started = time.monotonic()
                 write_staging(self.spark, plan, self.options.bootstrap, staging)
+                log.info("run %s: %d ranges read and staged in %.1f s", plan.run, len(plan.ranges), _since(started))
                 hooks.reached("staged")
+                started = time.monotonic()
                 files = describe_staging(self.spark, self.fs, staging)
+                log.info("run %s: %d staged files described in %.1f s", plan.run, len(files), _since(started))
             self.state.write_publish_list(plan.run, [f.to_json() for f in files])
         else:
             files = [StagedFile.from_json(f) for f in listed]
+        started = time.monotonic()
         publish(self.fs, files)
         self.state.write_manifest(plan.run, build_manifest(plan, files, self.fs.root, resumed=resumed))
+        log.info("run %s: %d files published in %.1f s", plan.run, len(files), _since(started))
         hooks.reached("commit")
         try:
             self.state.commit(plan)
         except FileExists:
             raise LoadError(f"run {plan.run} was committed by someone else: is another loader running?") from None
+        log.info("run %s: committed", plan.run)
         hooks.reached("committed")
         self.state.clean_up(plan.run)
         return files
@@ -158,6 +172,8 @@ class Loader:
         topics = matching_topics(self.fetcher, self.options.topic_pattern)
         self.check_output()
         last = self.state.last_commit()
+        if last is not None:
+            self.state.clean_committed(last.run)
         pending = self.state.pending_run(last.run if last else None)
         if pending is not None:
             plan = self.state.read_plan(pending)
@@ -173,6 +189,13 @@ class Loader:
         if not plan.ranges and not plan.gaps:
             return
         self.state.save_plan(plan)
+        log.info(
+            "run %s: planned %d ranges, %d offsets, %d gaps",
+            plan.run,
+            len(plan.ranges),
+            sum(r.end - r.start for r in plan.ranges),
+            len(plan.gaps),
+        )
         hooks.reached("planned")
         self._record(summary, plan, self.execute(plan, resumed=False))
 
@@ -193,7 +216,9 @@ def load(options: LoadOptions, summary: Summary, spark: SparkSession | None = No
         with open_fetcher(options.bootstrap) as fetcher:
             # Cheap checks first: a bad bootstrap or an empty match fails before Spark starts.
             matching_topics(fetcher, options.topic_pattern)
+            started = time.monotonic()
             session = spark if spark is not None else start_session(options.master)
+            log.info("Spark session on %s started in %.1f s", session.sparkContext.master, _since(started))
             Loader(options, session, fetcher).run(summary)
         summary.success = True
     except GapError as exc:

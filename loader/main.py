@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 
@@ -47,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     except LoadError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     summary = Summary()
     status = 0
     try:

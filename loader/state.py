@@ -164,6 +164,12 @@ class StateStore:
         data = self._read_json(uri) if self.fs.exists(uri) else None
         return data if isinstance(data, dict) else None
 
+    def clean_committed(self, last: str) -> None:
+        """What runs killed after their commit left: staging areas and publish lists up to ``last``."""
+        for entry in self.fs.list_dir(self._uri("staging")):
+            if entry.is_dir and entry.name.isdigit() and entry.name <= last:
+                self.clean_up(entry.name)
+
     def clean_up(self, run: str) -> None:
         """After the commit: the staging area and the publish list have served."""
         self.fs.delete(self.staging_uri(run), recursive=True)

@@ -64,9 +64,18 @@ def headers_of(i: int) -> list[tuple[str, bytes]] | None:
 
 
 def produce(
-    bootstrap: str, topic: str, count: int, *, first_ms: int, step_ms: int, value_size: int = 100, tag: str = ""
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    first_ms: int,
+    step_ms: int,
+    value_size: int = 100,
+    tag: str = "",
+    noise: int = 0,
 ) -> list[Produced]:
-    """``count`` zstd-compressed records with increasing timestamps; every 10th has headers."""
+    """``count`` zstd-compressed records with increasing timestamps; every 10th has headers;
+    ``noise`` random bytes (as hex) per value keep zstd from shrinking them."""
     producer = Producer(
         {"bootstrap.servers": bootstrap, "compression.type": "zstd", "linger.ms": 20, "batch.num.messages": 2000}
     )
@@ -85,7 +94,7 @@ def produce(
         )
 
     for i in range(count):
-        value = f"{topic}|{tag}|{i}|".encode().ljust(value_size, b"v")
+        value = f"{topic}|{tag}|{i}|{os.urandom(noise).hex()}".encode().ljust(value_size, b"v")
         headers = headers_of(i)
         while True:
             try:

@@ -3,22 +3,44 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
+from tests.deploy.promql import dashboard_metric_names
 from tests.fixtures.brokers import Cluster
 
-from .conftest import create_topics, loaded_keys, manifests, produce, read_warehouse, run_load, unique
+from .conftest import Produced, create_topics, loaded_keys, manifests, produce, read_warehouse, run_load, unique
 
 HOUR_MS = 3_600_000
 # 2024-03-01 21:00 UTC: records spread over 30 hours cross two date boundaries.
 FIRST_MS = int(datetime(2024, 3, 1, 21, tzinfo=UTC).timestamp() * 1000)
 
 
-def test_a_load_holds_every_record_once_with_its_columns(aggregate: Cluster, tmp_path: Path) -> None:
+DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "loader.json"
+
+
+@dataclass
+class FirstLoad:
+    tag: str
+    topics: list[str]
+    counts: list[int]
+    produced: list[Produced]
+    output: Path
+    summary: Path
+    metrics: Path
+    stdout: str
+
+
+@pytest.fixture(scope="module")
+def first_load(aggregate: Cluster, tmp_path_factory: pytest.TempPathFactory) -> FirstLoad:
+    """105,000 zstd records in four topics (three named like mirrored ones) over 30 hours, loaded once."""
+    tmp_path = tmp_path_factory.mktemp("load")
     tag = unique("")
     topics = [f"east.clicks{tag}", f"west.clicks{tag}", f"east.orders{tag}", f"local{tag}"]
     counts = [40_000, 30_000, 20_000, 15_000]
@@ -37,6 +59,16 @@ def test_a_load_holds_every_record_once_with_its_columns(aggregate: Cluster, tmp
         "--metrics-file", str(metrics_path),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    return FirstLoad(tag, topics, counts, produced, output, summary_path, metrics_path, result.stdout)
+
+
+def test_a_load_holds_every_record_once_with_its_columns(first_load: FirstLoad) -> None:
+    tag, counts, produced, output = (
+        first_load.tag,
+        first_load.counts,
+        first_load.produced,
+        first_load.output,
+    )
 
     table = read_warehouse(output)
     assert table.num_rows == sum(counts)
@@ -65,6 +97,9 @@ def test_a_load_holds_every_record_once_with_its_columns(aggregate: Cluster, tmp
         assert set(held["partition"].to_pylist()) == {int(partition)}
         assert held["offset"].to_pylist()[0] == int(first) and held["offset"].to_pylist()[-1] == int(last)
 
+
+def test_the_manifest_counts_what_was_produced(first_load: FirstLoad) -> None:
+    topics, counts, produced, output = first_load.topics, first_load.counts, first_load.produced, first_load.output
     # The manifest counts per (topic, source datacenter, hour) equal what was produced.
     (run,) = manifests(output).values()
     expected = Counter(
@@ -83,14 +118,35 @@ def test_a_load_holds_every_record_once_with_its_columns(aggregate: Cluster, tmp
     assert {(r["topic"], r["partition"]) for r in run["ranges"]} == {(t, p) for t in topics for p in range(3)}
     assert max(r["end"] - r["start"] for r in run["ranges"]) <= 12_000
 
-    summary = json.loads(summary_path.read_text())
+
+def test_summary_table_json_and_metrics(first_load: FirstLoad) -> None:
+    tag, topics, counts, output = first_load.tag, first_load.topics, first_load.counts, first_load.output
+    summary = json.loads(first_load.summary.read_text())
     assert summary["run"] == "00000001" and summary["records"] == sum(counts)
     assert {(t["topic"], t["records"]) for t in summary["by_topic"]} == set(zip(topics, counts, strict=True))
     assert summary["bytes"] == sum(f.stat().st_size for f in output.rglob("*.parquet"))
-    metrics = metrics_path.read_text()
+    metrics = first_load.metrics.read_text()
     assert "tributary_loader_last_run_success 1" in metrics
     assert f'tributary_loader_last_run_records{{topic="local{tag}",source_datacenter=""}} 15000' in metrics
-    assert "RECORDS" in result.stdout and "105,000" in result.stdout
+    assert "RECORDS" in first_load.stdout and "105,000" in first_load.stdout
+
+
+def test_the_dashboard_queries_only_metrics_a_load_writes(first_load: FirstLoad) -> None:
+    written = set(re.findall(r"^(tributary_loader_\w+)", first_load.metrics.read_text(), re.MULTILINE))
+    used = dashboard_metric_names(json.loads(DASHBOARD.read_text()))
+    assert used, "the dashboard queries nothing"
+    assert {name for name in used if name not in written} == set(), "metrics no loader run writes"
+    assert written <= set(used)  # and every metric the loader writes is on the dashboard
+
+
+def test_later_runs_load_only_new_records(aggregate: Cluster, first_load: FirstLoad) -> None:
+    tag, topics, counts, produced, output = (
+        first_load.tag,
+        first_load.topics,
+        first_load.counts,
+        first_load.produced,
+        first_load.output,
+    )
 
     # A second run with nothing new commits nothing; with new records it loads only those.
     again = run_load(aggregate.bootstrap, output, "--topics", f".*{tag}")

@@ -1,0 +1,98 @@
+"""Kill the load (driver, JVM and Python workers together, as a power cut would) at named
+points of a run and at a random moment, rerun, and count: every record is loaded exactly once.
+
+The named points use the loader's test hook (TRIBUTARY_LOADER_TEST_KILL_AT), which makes the
+real code kill itself on reaching a phase; everything else is the real command."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.fixtures.brokers import Cluster
+
+from .conftest import (
+    commits,
+    create_topics,
+    load_command,
+    loaded_keys,
+    manifests,
+    produce,
+    run_load,
+    unique,
+)
+
+FIRST_MS = 1_709_326_800_000
+KILLED = -signal.SIGKILL
+
+
+def test_kills_at_every_phase_leave_every_record_loaded_once(aggregate: Cluster, tmp_path: Path) -> None:
+    tag = unique("")
+    topics = [f"east.k{tag}", f"west.k{tag}", f"solo{tag}"]
+    create_topics(aggregate.bootstrap, topics, partitions=2)
+    output = tmp_path / "warehouse"
+    produced = []
+
+    def more(count: int, step: str) -> None:
+        for topic in topics:
+            produced.extend(produce(aggregate.bootstrap, topic, count, first_ms=FIRST_MS, step_ms=1000, tag=step))
+
+    def load(kill_at: str | None) -> None:
+        result = run_load(aggregate.bootstrap, output, "--topics", f".*{tag}", "--max-records-per-task", "700",
+                          kill_at=kill_at)  # fmt: skip
+        expected = 0 if kill_at is None else KILLED
+        assert result.returncode == expected, f"kill at {kill_at}: {result.returncode}\n{result.stderr[-3000:]}"
+
+    more(2000, "a")
+    load("read:1")  # a task kills everything after handing Spark its first records
+    assert commits(output) == []
+    more(500, "b")
+    load("staged")  # run 1 resumed from its plan (without b), staged, killed before its publish list
+    assert commits(output) == []
+    load("publish:2")  # restaged, two files published, killed
+    published = [f for f in output.rglob("*.parquet") if "_tributary" not in f.parts]
+    assert len(published) == 2
+    load("commit")  # publishing finished and the manifest written; killed before the commit
+    assert commits(output) == []
+    load("committed")  # run 1 commits; killed before cleaning its staging area up
+    assert commits(output) == ["00000001"]
+    assert len(loaded_keys(output)) == 3 * 2000  # run 1 holds what was there when it was planned
+    assert (output / "_tributary" / "staging" / "00000001").exists()
+    more(300, "c")
+    load(None)  # run 2: b and c
+    assert commits(output) == ["00000001", "00000002"]
+    assert sorted((p.topic, p.partition, p.offset) for p in produced) == loaded_keys(output)
+    runs = manifests(output)
+    assert runs["00000001"]["resumed"] is True
+    assert [m["totals"]["rows"] for m in runs.values()] == [3 * 2000, 3 * 800]
+    assert not (output / "_tributary" / "staging" / "00000001").exists()  # cleaned by the next run
+
+    # A kill at a random moment (seeded: the failure names it), then a clean run.
+    rng = random.Random(tag)
+    more(400, "d")
+    delay = rng.uniform(1.0, 20.0)
+    proc = subprocess.Popen(
+        load_command(aggregate.bootstrap, output, "--topics", f".*{tag}", "--max-records-per-task", "300"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        proc.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    started = time.monotonic()
+    load(None)
+    keys = loaded_keys(output)
+    assert sorted((p.topic, p.partition, p.offset) for p in produced) == keys, f"random kill after {delay:.1f} s"
+    total = sum(m["totals"]["rows"] for m in manifests(output).values())
+    assert total == len(produced), f"random kill after {delay:.1f} s"
+    last = json.loads((output / "_tributary" / "offsets" / f"{commits(output)[-1]}.json").read_text())
+    assert sum(sum(parts.values()) for parts in last["offsets"].values()) == len(produced)
+    assert time.monotonic() - started < 240
