@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -301,26 +301,23 @@ class Demo:
     async def _produce_into(self, alias: str, bootstrap: str, datacenter: str) -> None:
         produced = self.report.produced[alias]
         stream = ActivityStream(datacenter)
-        pending = []
+        pending: deque[tuple[str, int, Any]] = deque()
         # Big batches compress best; linger lets them fill.
         async with Producer(bootstrap, linger_ms=20, batch_bytes=512 * 1024, compression="zstd") as producer:
             for event in stream.events(self.events):
-                pending.append((event.topic, len(event.key) + len(event.value), await producer.enqueue(
-                    event.topic, event.value, key=event.key
-                )))  # fmt: skip
-                if len(pending) >= 5000:
-                    await self._settle(produced, pending)
+                handle = await producer.enqueue(event.topic, event.value, key=event.key)
+                pending.append((event.topic, len(event.key) + len(event.value), handle))
+                # Count acknowledgements as they come; wait only when far ahead of them.
+                while pending and (pending[0][2].done() or len(pending) > 50_000):
+                    topic, size, oldest = pending.popleft()
+                    await oldest.wait()  # raises the error the record failed with
+                    produced.records[topic] += 1
+                    produced.raw_bytes += size
             await producer.flush()
-            await self._settle(produced, pending)
-
-    @staticmethod
-    async def _settle(produced: Produced, pending: list[Any]) -> None:
-        """Count the acknowledged records (waiting for each; most are done already)."""
-        for topic, size, handle in pending:
-            await handle.wait()
-            produced.records[topic] += 1
-            produced.raw_bytes += size
-        pending.clear()
+            for topic, size, handle in pending:
+                await handle.wait()
+                produced.records[topic] += 1
+                produced.raw_bytes += size
 
     # --- 3. mirrors ------------------------------------------------------------------------------
 
