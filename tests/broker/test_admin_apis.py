@@ -143,12 +143,16 @@ def test_confluent_create_partitions_grows_the_topic_and_new_partitions_take_rec
     leaders = partition_leaders(admin, topic)
     assert sorted(leaders) == [0, 1, 2, 3, 4]
     assert all(leader in (1, 2, 3) for leader in leaders.values())
-    produce(cluster, topic, 4, 3)
-    assert watermarks(cluster, topic, 4) == (0, 3)
-    # Every broker's metadata shows the new count, not only the one that was asked.
+    # Every broker's metadata comes to show the new count, not only the one that was asked
+    # (each learns it from its ZooKeeper watch, a moment apart, as in Kafka).
     for broker in cluster.brokers:
         single = AdminClient({"bootstrap.servers": broker.bootstrap})
-        assert len(single.list_topics(topic, timeout=TIMEOUT).topics[topic].partitions) == 5
+        wait_for(
+            f"broker {broker.broker_id} to show 5 partitions",
+            lambda single=single: len(single.list_topics(topic, timeout=TIMEOUT).topics[topic].partitions) == 5 or None,
+        )
+    produce(cluster, topic, 4, 3)
+    assert watermarks(cluster, topic, 4) == (0, 3)
 
 
 def test_confluent_create_partitions_refuses_shrinking_and_unknown_topics(admin: AdminClient) -> None:
