@@ -192,3 +192,18 @@ async def test_adding_a_name_twice_is_refused(autojump_clock: trio.testing.MockC
         with pytest.raises(ValueError, match="exists already"):
             supervisor.add(spec())
         supervisor.stop()
+
+
+async def test_cancelling_everything_still_marks_children_stopped(autojump_clock: trio.testing.MockClock) -> None:
+    launcher = Launcher([], ignores_sigterm=True)
+    supervisor = Supervisor(launch=launcher, grace=3)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(supervisor.run)
+        child = supervisor.add(spec())
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()  # not stop(): the whole nursery, as a second Ctrl-C does
+    # The child was still terminated (SIGTERM, SIGKILL after the grace), and waiters are released.
+    assert child.state is State.STOPPED
+    assert child.stopped.is_set()
+    assert [sig for _, sig in launcher.processes[0].signals] == [signal.SIGTERM, signal.SIGKILL]
+    assert trio.current_time() == pytest.approx(4)
