@@ -111,6 +111,11 @@ def test_create_list_describe_alter_delete(capsys: pytest.CaptureFixture[str], c
         f"topic {topic}: retention.bytes = 1000000",
         f"topic {topic}: retention.ms reset to its default",
     ]
+    # Each broker learns of the new partitions from its own ZooKeeper watch, a moment apart.
+    deadline = time.monotonic() + TIMEOUT
+    while len(described := topics(capsys, cluster, "describe", topic, "--output", "json").json()[0]["partitions"]) < 5:
+        assert time.monotonic() < deadline, described
+        time.sleep(0.05)
     assert sorted(leaders(cluster, topic)) == [0, 1, 2, 3, 4]
     (described,) = topics(capsys, cluster, "describe", topic, "--output", "json").json()
     assert [p["latest_offset"] for p in described["partitions"]] == [5, 0, 12, 0, 0]
