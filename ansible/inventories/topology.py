@@ -147,6 +147,8 @@ def _mirrors(topology: Topology, hosts: _Hosts) -> None:
                 "exclude": mirror.exclude,
                 "group": mirror.group,
                 "metrics_port": ports[index] if ports else None,
+                # Topics named after these are copies already: never mirror them back (active-active).
+                "known_aliases": sorted(m.alias for m in topology.mirrors.values() if m.alias != mirror.alias),
             }
             hosts.add(mirror.host, target.datacenter, "mirror", item, f"mirror '{mirror.alias}'")
 

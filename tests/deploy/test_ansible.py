@@ -1,0 +1,577 @@
+"""The Ansible roles, applied for real and then run: install, render, start, mirror, load.
+
+`ansible-playbook site.yml` runs (not --check) against the dynamic inventory of a test topology:
+three datacenters on their own loopback addresses (east 127.0.1.1, west 127.0.2.1, aggregate
+127.0.3.1), free ports, `ansible_connection: local` (the inventory gives loopback hosts that), each
+host with its own install root under tmp_path, no privilege escalation and no systemd.
+
+systemd cannot run here, so after the playbook the test reads the rendered units and starts
+exactly their `ExecStart` command lines (with their `Environment=` and `WorkingDirectory=`):
+the ZooKeeper servers, the brokers, the mirrors; it produces into east and west, waits until the
+aggregate holds every record, then runs the load timer's service and checks its summary.
+
+Installing: the roles install a wheel of this checkout with `pip --no-deps` into a fresh
+virtualenv per host (created by the role). The dependencies (pyspark alone is hundreds of MB)
+are not downloaded again: the test then gives each new virtualenv a `.pth` line naming the
+project virtualenv's site-packages, the way a host image with the dependencies preinstalled
+would. So what the role does is what runs (`<root>/venv/bin/tributary`), and the test stays
+offline and fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import grp
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+import tomllib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.messages import MetadataRequest
+from tests.fixtures.kafka_wire import request
+from tests.fixtures.ports import free_ports
+from tests.fixtures.prometheus import fetch_text
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE_DIR = REPO / "ansible"
+INVENTORY_SCRIPT = ANSIBLE_DIR / "inventories" / "topology.py"
+BIN = Path(sys.executable).parent
+HOSTS = {"east": "127.0.1.1", "west": "127.0.2.1", "aggregate": "127.0.3.1"}
+START_TIMEOUT = 60.0
+
+
+def ansible_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(
+        {
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp" / "local"),
+            "ANSIBLE_REMOTE_TEMP": str(tmp_path / "ansible-tmp" / "remote"),
+            "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
+            "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+# ---- the package to deploy
+
+
+def build_wheel(workdir: Path) -> Path:
+    """A wheel of this checkout, built from a copy so the work tree gets no build/ directory.
+
+    pip builds it in an isolated environment with the setuptools pyproject.toml asks for (from
+    pip's cache or PyPI): the project virtualenv's own setuptools may be older."""
+    source = workdir / "src"
+    for package in ("protocol", "client", "broker", "mirror", "loader", "deploy"):
+        shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, source / name)
+    wheels = workdir / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(wheels),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = wheels.glob("tributary-*.whl")
+    return wheel
+
+
+# ---- the test topology and inventory
+
+
+@dataclass
+class Plan:
+    """Where everything of the test appliance listens."""
+
+    zookeeper: dict[str, int]
+    brokers: dict[str, list[tuple[int, int, int]]]  # cluster -> (id, port, metrics port)
+    mirror_metrics: dict[str, int]
+
+    def bootstrap(self, cluster: str) -> str:
+        return ",".join(f"{HOSTS[cluster]}:{port}" for _, port, _ in self.brokers[cluster])
+
+
+def make_plan() -> Plan:
+    ports = iter(free_ports(16))
+    brokers_per_cluster = {"east": 2, "west": 1, "aggregate": 2}
+    return Plan(
+        zookeeper={dc: next(ports) for dc in HOSTS},
+        brokers={
+            dc: [(i, next(ports), next(ports)) for i in range(1, count + 1)]
+            for dc, count in brokers_per_cluster.items()
+        },
+        mirror_metrics={"east": next(ports), "west": next(ports)},
+    )
+
+
+def write_topology(path: Path, plan: Plan, data: Path) -> None:
+    lines = [
+        "[datacenters.east]",
+        "[datacenters.west]",
+        "[datacenters.aggregate]",
+        "hadoop = true",
+        "",
+    ]
+    for dc, host in HOSTS.items():
+        brokers = ", ".join(
+            f'{{ id = {i}, host = "{host}", port = {port}, data_dir = "{data}/{dc}/broker-{i}", '
+            f"metrics_port = {metrics} }}"
+            for i, port, metrics in plan.brokers[dc]
+        )
+        lines += [
+            f"[clusters.{dc}]",
+            f'datacenter = "{dc}"',
+            f'zookeeper = {{ servers = ["{host}:{plan.zookeeper[dc]}"], chroot = "/tributary/{dc}", '
+            f'data_dir = "{data}/{dc}/zookeeper" }}',
+            'topic_defaults = { "num.partitions" = 2 }',
+            f"brokers = [ {brokers} ]",
+            "",
+        ]
+    for alias in ("east", "west"):
+        lines += [
+            f"[mirrors.{alias}]",
+            f'source = "{alias}"',
+            'target = "aggregate"',
+            'exclude = "^__.*"',
+            f"metrics_port = {plan.mirror_metrics[alias]}",
+            f'host = "{HOSTS["aggregate"]}"',
+            "",
+        ]
+    lines += [
+        "[loads.nightly]",
+        'cluster = "aggregate"',
+        f'output = "{data}/warehouse"',
+        'schedule = "*-*-* 02:30:00"',
+        'master = "local[2]"',
+        'topics = "^(east|west)\\\\..*"',
+        f'metrics_file = "{data}/loads/nightly.prom"',
+        f'summary_json = "{data}/loads/nightly.json"',
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_local_vars(path: Path, roots: Path, wheel: Path) -> None:
+    """The second inventory source: what makes the hosts a sandbox on this machine."""
+    user = getpass.getuser()
+    group = grp.getgrgid(os.getgid()).gr_name
+    java = shutil.which("java") or "/usr/bin/java"
+    common = {
+        "ansible_python_interpreter": sys.executable,
+        "tributary_become": False,
+        "tributary_create_user": False,
+        "tributary_user": user,
+        "tributary_group": group,
+        "tributary_manage_services": False,
+        "tributary_systemd_dir": "{{ tributary_root }}/systemd",
+        "tributary_python": sys.executable,
+        "tributary_package_wheel": str(wheel),
+        # The dependencies come from the project's virtualenv (module docstring).
+        "tributary_pip_extra_args": "--no-deps",
+        "zookeeper_install_package": False,
+        "zookeeper_java": java,
+        "zookeeper_heap": "128m",
+        "loader_install_java": False,
+    }
+    hosts = {host: {"tributary_root": str(roots / dc)} for dc, host in HOSTS.items()}
+    path.write_text(json.dumps({"all": {"vars": common, "hosts": hosts}}, indent=2))
+
+
+def run_playbook(tmp_path: Path, topology: Path, local_vars: Path) -> str:
+    result = subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i", str(INVENTORY_SCRIPT),
+            "-i", str(local_vars),
+            str(ANSIBLE_DIR / "site.yml"),
+        ],
+        cwd=tmp_path,
+        env=ansible_env(tmp_path, TRIBUTARY_TOPOLOGY=str(topology)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, f"ansible-playbook failed:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP: host -> {ok, changed, failed, ...}."""
+    hosts: dict[str, dict[str, int]] = {}
+    for line in output.split("PLAY RECAP", 1)[1].splitlines():
+        match = re.match(r"^(\S+)\s+:\s+(.*)$", line.strip())
+        if match:
+            hosts[match[1]] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", match[2])}
+    return hosts
+
+
+# ---- the rendered systemd units, run without systemd
+
+
+@dataclass
+class Unit:
+    path: Path
+    sections: dict[str, dict[str, list[str]]]
+
+    def get(self, section: str, key: str) -> list[str]:
+        return self.sections.get(section, {}).get(key, [])
+
+    def one(self, section: str, key: str) -> str:
+        (value,) = self.get(section, key)
+        return value
+
+    @property
+    def argv(self) -> list[str]:
+        return shlex.split(self.one("Service", "ExecStart"))
+
+    @property
+    def environment(self) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for line in self.get("Service", "Environment"):
+            for assignment in shlex.split(line):
+                key, _, value = assignment.partition("=")
+                env[key] = value
+        return env
+
+
+def read_unit(path: Path) -> Unit:
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] = {}
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        key, _, value = line.partition("=")
+        current.setdefault(key.strip(), []).append(value.strip())
+    return Unit(path, sections)
+
+
+@dataclass
+class Running:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+@dataclass
+class Supervisor:
+    """Starts units' ExecStart lines as child processes; stops them all, last started first."""
+
+    logs: Path
+    running: list[Running] = field(default_factory=list)
+
+    def start(self, unit: Unit) -> Running:
+        """As systemd would: every ExecStartPre to completion (each must succeed), then ExecStart."""
+        env = {**os.environ, **unit.environment}
+        cwd = unit.get("Service", "WorkingDirectory")
+        log = self.logs / f"{unit.path.stem}.log"
+        for pre in unit.get("Service", "ExecStartPre"):
+            done = subprocess.run(shlex.split(pre), env=env, capture_output=True, text=True, timeout=60, check=False)
+            assert done.returncode == 0, f"{unit.path.name}: ExecStartPre {pre} failed:\n{done.stderr}"
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                unit.argv,
+                env=env,
+                cwd=cwd[0] if cwd else None,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        child = Running(unit.path.stem, process, log)
+        self.running.append(child)
+        return child
+
+    def stop(self, child: Running, timeout: float = 30.0) -> int:
+        if child.process.poll() is None:
+            child.process.send_signal(signal.SIGTERM)
+        try:
+            return child.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait()
+            raise
+
+    def stop_all(self) -> None:
+        for child in reversed(self.running):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.stop(child)
+
+
+def wait_until(condition: Any, what: str, timeout: float = START_TIMEOUT, children: Sequence[Running] = ()) -> Any:
+    """Poll ``condition`` until it is truthy (returned), failing early if a child exits."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        for child in children:
+            if child.process.poll() is not None:
+                raise AssertionError(
+                    f"{child.name} exited with {child.process.returncode} while waiting for {what}:\n{child.tail()}"
+                )
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            details = "\n".join(f"--- {c.name}\n{c.tail(15)}" for c in children)
+            raise AssertionError(f"timed out waiting for {what}\n{details}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def zookeeper_serving(host: str, port: int) -> bool:
+    import socket  # noqa: PLC0415
+
+    try:
+        with socket.create_connection((host, port), timeout=1) as sock:
+            sock.sendall(b"srvr")
+            return b"Mode:" in sock.recv(4096)
+    except OSError:
+        return False
+
+
+def cluster_brokers(host: str, port: int) -> int:
+    """How many brokers the cluster's metadata lists (0 while not answering or leaderless)."""
+    try:
+        response = request((host, port), MetadataRequest(topics=[]), 1, timeout=2)
+    except OSError:
+        return 0
+    return len(response.brokers) if response.controller_id >= 0 else 0
+
+
+def site_packages_line() -> str:
+    """The project virtualenv's site-packages, for the deployed virtualenvs' .pth file."""
+    return sysconfig.get_paths()["purelib"] + "\n"
+
+
+# ---- traffic, through a real client
+
+
+TOPICS = ("pageviews", "clicks")
+RECORDS_PER_TOPIC = 300
+
+
+def produce_activity(bootstrap: str, datacenter: str) -> dict[str, int]:
+    """JSON activity events into every topic of TOPICS, zstd batches; returns records per topic."""
+    from confluent_kafka import Producer  # noqa: PLC0415
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "compression.type": "zstd", "linger.ms": 20, "enable.idempotence": True}
+    )
+    failures: list[str] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    for topic in TOPICS:
+        for i in range(RECORDS_PER_TOPIC):
+            event = {"dc": datacenter, "event": topic, "user": f"u{i % 37}", "url": f"https://example.net/p/{i % 11}",
+                     "agent": "Mozilla/5.0 (X11; Linux x86_64) Gecko/20100101 Firefox/128.0", "seq": i}  # fmt: skip
+            producer.produce(topic, json.dumps(event).encode(), key=f"u{i % 37}".encode(), on_delivery=delivered)
+            producer.poll(0)
+    remaining = producer.flush(30)
+    assert remaining == 0 and not failures, (remaining, failures[:3])
+    return dict.fromkeys(TOPICS, RECORDS_PER_TOPIC)
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int] | None:
+    """Partition -> high watermark, or None while the topic is not there yet."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tributary-test-watermarks"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=5)
+        partitions = metadata.topics[topic].partitions if topic in metadata.topics else {}
+        if not partitions or metadata.topics[topic].error is not None:
+            return None
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in partitions}
+    finally:
+        consumer.close()
+
+
+def option(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+# ---- the test
+
+
+@pytest.fixture
+def deployed(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """site.yml applied to the test topology; yields what the test needs to look at."""
+    wheel = build_wheel(tmp_path / "build")
+    plan = make_plan()
+    data = tmp_path / "data"
+    topology = tmp_path / "topology.toml"
+    write_topology(topology, plan, data)
+    local_vars = tmp_path / "local-hosts.json"
+    roots = tmp_path / "hosts"
+    write_local_vars(local_vars, roots, wheel)
+    started = time.monotonic()
+    output = run_playbook(tmp_path, topology, local_vars)
+    yield {
+        "plan": plan,
+        "data": data,
+        "roots": roots,
+        "topology": topology,
+        "local_vars": local_vars,
+        "output": output,
+        "seconds": time.monotonic() - started,
+        "tmp_path": tmp_path,
+    }
+
+
+def test_site_playbook_deploys_a_running_appliance(deployed: dict[str, Any]) -> None:
+    print(f"ansible-playbook site.yml: {deployed['seconds']:.1f} s")
+    phase_started = time.monotonic()
+    plan: Plan = deployed["plan"]
+    roots: Path = deployed["roots"]
+    data: Path = deployed["data"]
+    tmp_path: Path = deployed["tmp_path"]
+    ran = recap(deployed["output"])
+    assert set(ran) == set(HOSTS.values())
+    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in ran.values()), ran
+
+    # What landed where: units per host, mirrors and the load only in the aggregate datacenter.
+    units = {dc: sorted(p.name for p in (roots / dc / "systemd").iterdir()) for dc in HOSTS}
+    assert units["east"] == [
+        "tributary-broker-east-1.service",
+        "tributary-broker-east-2.service",
+        "tributary-zookeeper-east.service",
+    ]
+    assert units["west"] == ["tributary-broker-west-1.service", "tributary-zookeeper-west.service"]
+    assert units["aggregate"] == [
+        "tributary-broker-aggregate-1.service",
+        "tributary-broker-aggregate-2.service",
+        "tributary-load-nightly.service",
+        "tributary-load-nightly.timer",
+        "tributary-mirror-east-1.service",
+        "tributary-mirror-west-1.service",
+        "tributary-zookeeper-aggregate.service",
+    ]
+    # The configs say what the topology says.
+    east2 = tomllib.loads((roots / "east" / "etc" / "broker-east-2.toml").read_text())
+    _, east2_port, east2_metrics = plan.brokers["east"][1]
+    assert east2["id"] == 2
+    assert east2["listen"] == east2["advertise"] == f"127.0.1.1:{east2_port}"
+    assert east2["zookeeper"] == f"127.0.1.1:{plan.zookeeper['east']}/tributary/east"
+    assert east2["metrics"] == {"port": east2_metrics}
+    assert east2["num"] == {"partitions": 2}
+    assert east2["data-dir"] == str(data / "east" / "broker-2")
+    zoo_cfg = (roots / "west" / "etc" / "zookeeper-west.cfg").read_text().splitlines()
+    assert f"clientPort={plan.zookeeper['west']}" in zoo_cfg
+    assert (data / "west" / "zookeeper" / "myid").read_text().strip() == "1"
+    mirror_west = tomllib.loads((roots / "aggregate" / "etc" / "mirror-west-1.toml").read_text())
+    assert mirror_west["source"] == plan.bootstrap("west")
+    assert mirror_west["target"] == plan.bootstrap("aggregate")
+    assert (mirror_west["source-alias"], mirror_west["metrics-port"]) == ("west", plan.mirror_metrics["west"])
+    timer = read_unit(roots / "aggregate" / "systemd" / "tributary-load-nightly.timer")
+    assert timer.one("Timer", "OnCalendar") == "*-*-* 02:30:00"
+    assert timer.one("Timer", "Unit") == "tributary-load-nightly.service"
+    # Each host got its own virtualenv with the package in it.
+    for dc in HOSTS:
+        assert list((roots / dc / "venv").glob("lib/python*/site-packages/tributary-*.dist-info")), dc
+        (site_packages,) = (roots / dc / "venv").glob("lib/python*/site-packages")
+        (site_packages / "tributary-test-deps.pth").write_text(site_packages_line())
+
+    supervisor = Supervisor(tmp_path / "logs")
+    supervisor.logs.mkdir()
+    try:
+
+        def unit(dc: str, name: str) -> Unit:
+            return read_unit(roots / dc / "systemd" / name)
+
+        # ZooKeeper first, as systemd's ordering would after boot.
+        zookeepers = [supervisor.start(unit(dc, f"tributary-zookeeper-{dc}.service")) for dc in HOSTS]
+        for dc, host in HOSTS.items():
+            wait_until(lambda h=host, p=plan.zookeeper[dc]: zookeeper_serving(h, p), f"ZooKeeper {dc}",
+                       children=zookeepers)  # fmt: skip
+        brokers = [
+            supervisor.start(unit(dc, f"tributary-broker-{dc}-{i}.service"))
+            for dc in HOSTS
+            for i, _, _ in plan.brokers[dc]
+        ]
+        for dc, host in HOSTS.items():
+            count = len(plan.brokers[dc])
+            for _, port, _ in plan.brokers[dc]:
+                wait_until(lambda h=host, p=port, n=count: cluster_brokers(h, p) == n, f"cluster {dc} on {port}",
+                           children=brokers)  # fmt: skip
+        # The metrics ports came from the topology through the inventory.
+        _, _, metrics_port = plan.brokers["aggregate"][1]
+        status, _, body = fetch_text(metrics_port, host=HOSTS["aggregate"])
+        assert status == 200
+        assert "tributary_broker" in body
+
+        print(f"ZooKeeper and brokers from their units: {time.monotonic() - phase_started:.1f} s")
+        phase_started = time.monotonic()
+        # Traffic at the sources, then the mirrors (in the aggregate datacenter) copy it.
+        produced = {dc: produce_activity(plan.bootstrap(dc), dc) for dc in ("east", "west")}
+        source_ends = {(dc, t): end_offsets(plan.bootstrap(dc), t) for dc in produced for t in TOPICS}
+        mirrors = [supervisor.start(unit("aggregate", f"tributary-mirror-{dc}-1.service")) for dc in produced]
+        aggregate = plan.bootstrap("aggregate")
+        for (dc, topic), ends in source_ends.items():
+            # Batches map one to one, so the copy ends where the source ends, partition by partition.
+            wait_until(lambda t=f"{dc}.{topic}", e=ends: end_offsets(aggregate, t) == e,
+                       f"{dc}.{topic} in the aggregate", timeout=120, children=mirrors + brokers)  # fmt: skip
+        scrape = fetch_text(plan.mirror_metrics["east"])[2]
+        assert re.search(r'tributary_mirror_copied_records_total\{source="east",topic="clicks"\} 300\.0', scrape), (
+            scrape
+        )
+
+        print(f"produce and mirror {sum(sum(p.values()) for p in produced.values())} records: "
+              f"{time.monotonic() - phase_started:.1f} s")  # fmt: skip
+        phase_started = time.monotonic()
+        # The nightly load, as its timer would start it: the service's ExecStart, to completion.
+        load = unit("aggregate", "tributary-load-nightly.service")
+        summary_path = Path(option(load.argv, "--summary-json"))
+        loader = supervisor.start(load)
+        wait_until(lambda: loader.process.poll() is not None, "the load to finish", timeout=400)
+        assert loader.process.returncode == 0, loader.tail(60)
+        summary = json.loads(summary_path.read_text())
+        assert summary["records"] == sum(sum(per_topic.values()) for per_topic in produced.values())
+        loaded = {(row["source_datacenter"], row["source_topic"]): row["records"] for row in summary["by_topic"]}
+        assert loaded == {(dc, t): n for dc, per_topic in produced.items() for t, n in per_topic.items()}
+        assert list((data / "warehouse").rglob("*.parquet"))
+        print(f"the load: {time.monotonic() - phase_started:.1f} s")
+        metrics_file = Path(option(load.argv, "--metrics-file"))
+        assert "tributary_loader_last_run_success 1" in metrics_file.read_text()
+
+        # SIGTERM, as `systemctl stop` sends it: the mirrors flush and exit 0.
+        for mirror in mirrors:
+            assert supervisor.stop(mirror) == 0, mirror.tail()
+    finally:
+        supervisor.stop_all()
