@@ -2,37 +2,43 @@
 
 One ZooKeeper and two Tributary brokers (a source and an aggregate, ``tributary
 broker`` in chroots of their own, see ``processes.py``) run as child processes
-on loopback. confluent-kafka first loads the source topic ``events`` (4
-partitions) with 1 KiB JSON activity events (``bench_records.make_corpus``),
-keyed by user, zstd, 64 KiB batches (linger 20 ms): about 300 MB of values,
-about 5-6x smaller compressed. Then, round after round (rotating who goes
-first), each contender copies the whole topic into a fresh aggregate topic:
+on loopback. confluent-kafka first loads one source topic per batch size
+(``events-64k``, ``events-1024k``; 4 partitions each) with 200 MB of 1 KiB JSON
+activity events (``bench_records.make_corpus``), keyed by user, zstd, linger
+20 ms, batch.size 64 KiB (a tuned Java producer) or 1 MiB (librdkafka's
+default): batches of about 11 kB and 130 kB compressed. The shallow mirror's
+work is per batch and the recompressing loop's per record, so the batch size
+decides the ratio. Then, round after round (rotating who goes first), each
+contender copies each topic whole into a fresh aggregate topic:
 
 * **shallow**: ``tributary mirror`` (a child process, default settings): raw
-  batches, never decompressed (``<alias>.events``);
+  batches, never decompressed (``<alias>.<topic>``);
 * **recompress**: the MirrorMaker way, with the same client library: a child
   process (``python -m bench.bench_mirror copy-loop``) that consumes the
   records with ``client.Consumer`` (assign, 16 MiB fetches) and produces each
   one, with its key, partition and timestamp, with ``client.Producer`` (zstd,
-  acks=all, 64 KiB batches, linger 5 ms) into ``mm<round>.events``.
+  acks=all, the source's batch size, linger 5 ms) into ``mm<round>.<topic>``.
 
 Each copy is timed from its first copied record to its last acknowledged one
 (process start-up, group join and topic creation excluded): the shallow
-mirror's progress comes from its Prometheus counters (polled every 0.2 s) and
+mirror's progress comes from its Prometheus counters (polled every 0.1 s) and
 its CPU time from ``/proc/<pid>/stat`` at the same instants; the copy loop
 reports its own time and ``getrusage`` CPU. MB/s and CPU-seconds per GB count
 the source's compressed batch bytes (the same data for both); the goal is at
 least 5x less CPU per GB for the shallow mirror.
 
 Last, end-to-end latency: a shallow mirror copies a fresh topic while
-confluent-kafka produces 2,000 records/s into it for 15 s (linger 5 ms, zstd),
-each value carrying its send time; a confluent-kafka consumer reads the
-aggregate copy and takes, per record, the time it got it minus the send time:
-produce at the source to readable at the aggregate, p50/p99/max.
+confluent-kafka produces 2,000 records/s into it for 10 s (linger 5 ms, zstd,
+acks=all), each value carrying its send time; confluent-kafka consumers read
+the aggregate copy and, as the peer, the source topic itself, and take per
+record the time they got it minus the send time: p50/p99/max.
 
-Run from the repository root (about 2.5 minutes; ``--quick`` about 45 s)::
+The machine is shared: the load average at the start and end is printed with
+the results. Run from the repository root (about 3 minutes; ``--quick`` about
+1 minute)::
 
-    .venv/bin/python -m bench.bench_mirror [--quick] [--megabytes N] [--rounds N] [--json]
+    .venv/bin/python -m bench.bench_mirror [--quick] [--megabytes N] [--batch-kib 64,1024] [--rounds N]
+        [--json] [--from-json FILE] [--keep] [--py-spy DIR]
 
 Progress goes to stderr.
 """
@@ -82,7 +88,7 @@ VALUE_SIZE = 1024
 SOURCE_PRODUCER = {"compression.type": "zstd", "linger.ms": 20, "acks": 1}
 LATENCY_PRODUCER = {"compression.type": "zstd", "linger.ms": 5, "acks": "all"}
 GOAL = 5.0  # CPU per GB: recompress / shallow
-SAMPLE_INTERVAL = 0.2
+SAMPLE_INTERVAL = 0.1
 COPY_TIMEOUT = 900.0
 
 
@@ -97,7 +103,7 @@ class Sizes:
     @staticmethod
     def pick(args: argparse.Namespace) -> Sizes:
         quick = Sizes(megabytes=40, batch_kib=(64, 1024), rounds=1, latency_rate=1000, latency_seconds=5)
-        full = Sizes(megabytes=200, batch_kib=(64, 1024), rounds=2, latency_rate=2000, latency_seconds=15)
+        full = Sizes(megabytes=200, batch_kib=(64, 1024), rounds=2, latency_rate=2000, latency_seconds=10)
         base = quick if args.quick else full
         return Sizes(
             megabytes=args.megabytes or base.megabytes,
