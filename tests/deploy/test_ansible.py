@@ -427,6 +427,27 @@ def option(argv: list[str], flag: str) -> str:
     return argv[argv.index(flag) + 1]
 
 
+# ---- lint
+
+
+def test_ansible_lint_production_profile_is_clean(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(BIN / "ansible-lint"), "--offline", "--profile", "production", "--nocolor", "ansible/"],
+        cwd=REPO,
+        env=ansible_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, report
+    assert "Profile 'production' was required, and it passed" in report, report
+    # Not a pass over nothing: every role, playbook and inventory file was read.
+    processed = re.search(r"in (\d+) files processed", report)
+    assert processed is not None and int(processed[1]) >= 30, report
+
+
 # ---- the test
 
 
