@@ -1,3 +1,4 @@
-"""Suite-wide fixtures: the ZooKeeper server (tests/fixtures/zookeeper.py) and its report header."""
+"""Suite-wide fixtures: containers where Docker answers (tests/fixtures/containers.py), the ZooKeeper
+server (tests/fixtures/zookeeper.py) and its report header, the brokers."""
 
-pytest_plugins = ["tests.fixtures.zookeeper", "tests.fixtures.brokers"]
+pytest_plugins = ["tests.fixtures.containers", "tests.fixtures.zookeeper", "tests.fixtures.brokers"]
