@@ -136,6 +136,7 @@ class Mirror:
             config.source_alias, config.include_pattern, config.exclude_pattern, frozenset(config.known_aliases)
         )
         self.stop = trio.Event()
+        self._checkpoint_lock = trio.Lock()
         self._ctx: MirrorContext | None = None
         self.member: GroupMember | None = None
 
@@ -269,20 +270,23 @@ class Mirror:
     # --- progress -------------------------------------------------------------------------------
 
     async def _checkpoint(self, states: Sequence[PartitionState]) -> bool:
-        snapshot = {s.target: s.copied for s in states if s.copied is not None and s.copied != s.committed}
-        if not snapshot:
+        # One at a time: the periodic checkpoint and a revocation's must not interleave, or an
+        # older snapshot could be committed after a newer one.
+        async with self._checkpoint_lock:
+            snapshot = {s.target: s.copied for s in states if s.copied is not None and s.copied != s.committed}
+            if not snapshot:
+                return True
+            try:
+                await self.ctx.mapping.flush()
+                await self.ctx.checkpoints.save(snapshot)
+            except KafkaError as exc:
+                self.metrics.error("checkpoint")
+                log.warning("event=checkpoint_failed partitions=%d error=%r", len(snapshot), str(exc))
+                return False
+            for state in states:
+                if state.target in snapshot:
+                    state.committed = snapshot[state.target]
             return True
-        try:
-            await self.ctx.mapping.flush()
-            await self.ctx.checkpoints.save(snapshot)
-        except KafkaError as exc:
-            self.metrics.error("checkpoint")
-            log.warning("event=checkpoint_failed partitions=%d error=%r", len(snapshot), str(exc))
-            return False
-        for state in states:
-            if state.target in snapshot:
-                state.committed = snapshot[state.target]
-        return True
 
     async def _checkpoint_loop(self) -> None:
         while True:

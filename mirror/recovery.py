@@ -36,6 +36,9 @@ log = logging.getLogger("tributary.mirror")
 
 #: Bytes per fetch while reconciling (a batch larger than this still comes whole, KIP-74).
 RECOVERY_FETCH_BYTES = 4 * 1024 * 1024
+#: A token long poll: some brokers (Tansu 0.6) leave a partition out of a fetch that may
+#: not wait at all, which would look like the end of the source.
+RECOVERY_MAX_WAIT_MS = 10
 
 
 class RecoveryError(Exception):
@@ -49,7 +52,7 @@ async def _source_batches(
     position = start
     while True:
         fetched: RawBatches = await source.fetch_partition(
-            tp.topic, tp.partition, position, max_wait_ms=0, max_bytes=RECOVERY_FETCH_BYTES,
+            tp.topic, tp.partition, position, max_wait_ms=RECOVERY_MAX_WAIT_MS, max_bytes=RECOVERY_FETCH_BYTES,
             isolation_level=READ_COMMITTED,
         )  # fmt: skip
         if not fetched.batches:

@@ -62,14 +62,14 @@ class AggregateTopics:
     async def _source_configs(self, topic: str) -> dict[str, str]:
         """The topic's own settings (not the source broker's defaults) among those copied."""
         try:
-            described = await self.source_admin.describe_configs(
-                ResourceType.TOPIC, [topic], keys=self.config.copied_configs, timeout=10
-            )
+            # All keys, filtered here: Tansu 0.6 drops the connection when the request names keys.
+            described = await self.source_admin.describe_configs(ResourceType.TOPIC, [topic], timeout=10)
         except KafkaError as exc:
             log.warning("event=source_configs_unavailable topic=%s error=%r (aggregate defaults used)", topic, str(exc))
             return {}
         entries = described.get(topic, {})
-        return {k: e.value for k, e in entries.items() if e.value is not None and not e.is_default}
+        wanted = self.config.copied_configs
+        return {k: e.value for k, e in entries.items() if k in wanted and e.value is not None and not e.is_default}
 
     async def ensure(self, source_topic: str) -> str:
         """The aggregate topic of ``source_topic``, created or grown to the source's partition count."""

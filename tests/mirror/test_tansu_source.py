@@ -13,7 +13,6 @@ import json
 import uuid
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -120,12 +119,6 @@ def test_mirror_from_tansu(tansu: TansuBroker, single_broker: Cluster, tmp_path:
     assert assert_same_batches(source, aggregate) == 3000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mirror bug: recovery._source_batches fetches the source with max_wait_ms=0, and Tansu then leaves "
-    "the partition out of its answer (no batches, high watermark -1), so reconcile() concludes the source has "
-    "nothing and stops the partition with RecoveryError 'holds a batch at 0 beyond what ... has from offset 0'",
-)
 def test_restart_after_kill_reconciles_with_tansu(tansu: TansuBroker, single_broker: Cluster, tmp_path: Path) -> None:
     topic = create_and_fill(tansu, 2000)
     # Checkpoints only every minute: after the kill -9 the restart finds none and must reconcile
