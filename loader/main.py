@@ -31,6 +31,17 @@ def _explain(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _log_phases() -> None:
+    """The driver's phase log on stderr (py4j's and Spark's own chatter stays at their levels)."""
+    logger = logging.getLogger("tributary.load")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
 def run(args: argparse.Namespace) -> int:
     flags = {
         "bootstrap": args.bootstrap,
@@ -48,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     except LoadError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    _log_phases()
     summary = Summary()
     status = 0
     try:

@@ -93,7 +93,7 @@ def test_a_load_holds_every_record_once_with_its_columns(first_load: FirstLoad) 
     for f in output.rglob("*.parquet"):  # each file's name says what it holds
         topic, partition, first, last = f.stem.rsplit("-", 3)
         assert f.parent.parent.parent.name == f"topic={topic}"
-        held = pq.read_table(f, columns=["partition", "offset"])
+        held = pq.ParquetFile(f).read(columns=["partition", "offset"])
         assert set(held["partition"].to_pylist()) == {int(partition)}
         assert held["offset"].to_pylist()[0] == int(first) and held["offset"].to_pylist()[-1] == int(last)
 
