@@ -16,6 +16,7 @@ from .flow import ByteBudget, Throttle
 from .links import Link
 from .mapping import MappingWriter
 from .metrics import MirrorMetrics
+from .produce import ProduceMux
 from .topics import AggregateTopics
 
 
@@ -32,6 +33,7 @@ class MirrorContext:
     throttle: Throttle
     topics: AggregateTopics
     checkpoints: CheckpointStore
+    producer: ProduceMux
     source_raw: RawClient = field(init=False)
     target_raw: RawClient = field(init=False)
     source_admin: Admin = field(init=False)

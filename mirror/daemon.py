@@ -47,6 +47,7 @@ from .mapping import MappingWriter
 from .metrics import MirrorMetrics
 from .naming import TopicFilter, aggregate_topic
 from .partition import PartitionCopier, PartitionState
+from .produce import ProduceMux
 from .topics import AggregateTopics
 
 log = logging.getLogger("tributary.mirror")
@@ -174,7 +175,10 @@ class Mirror:
             target = await self._open(stack, Cluster(config.target, client_config(config, "target")), "target")
             # Not idempotent: it shares the target connections, which allow more requests in flight
             # than idempotence does, and a duplicated entry is harmless (same key, same value).
-            async with Producer(target, acks="all", linger_ms=5, enable_idempotence=False) as producer:
+            async with (
+                Producer(target, acks="all", linger_ms=5, enable_idempotence=False) as producer,
+                trio.open_nursery() as nursery,
+            ):
                 topics = AggregateTopics(config, source, target)
                 await topics.ensure_offsets_topic()
                 self._ctx = ctx = MirrorContext(
@@ -184,10 +188,12 @@ class Mirror:
                     target_link=Link("target", config.target, self.metrics),
                     budget=ByteBudget(config.max_inflight_bytes), throttle=Throttle(config.bandwidth_bytes_per_second),
                     topics=topics, checkpoints=CheckpointStore(target, config.group),
+                    producer=ProduceMux(target, nursery, max_in_flight=config.max_inflight_requests),
                 )  # fmt: skip
                 ctx.source_link.up()
                 ctx.target_link.up()
                 await self._serve(source, task_status)
+                nursery.cancel_scope.cancel()
 
     async def _serve(self, source: Cluster, task_status: trio.TaskStatus[None]) -> None:
         config = self.config
@@ -273,7 +279,7 @@ class Mirror:
         # One at a time: the periodic checkpoint and a revocation's must not interleave, or an
         # older snapshot could be committed after a newer one.
         async with self._checkpoint_lock:
-            snapshot = {s.target: s.copied for s in states if s.copied is not None and s.copied != s.committed}
+            snapshot = {s.target: s.recorded for s in states if s.recorded is not None and s.recorded != s.committed}
             if not snapshot:
                 return True
             try:

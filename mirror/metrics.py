@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -59,6 +60,7 @@ class MirrorMetrics:
             "tributary_mirror_link_up", "1 while the last request to that side succeeded.", ["source", "side"],
             registry=registry,
         )  # fmt: skip
+        self._copied: dict[str, tuple[Any, ...]] = {}
         self._started = time.time()
         self._last_copy: float | None = None
         self.since_last_copy.labels(source).set_function(self._seconds_since_last_copy)
@@ -70,9 +72,15 @@ class MirrorMetrics:
         return time.time() - (self._last_copy if self._last_copy is not None else self._started)
 
     def copied(self, topic: str, *, batches: int, records: int, size: int) -> None:
-        self.copied_bytes.labels(self.source, topic).inc(size)
-        self.copied_batches.labels(self.source, topic).inc(batches)
-        self.copied_records.labels(self.source, topic).inc(records)
+        children = self._copied.get(topic)
+        if children is None:
+            # Looked up once per topic: labels() takes a lock and builds a key every call.
+            children = self._copied[topic] = tuple(
+                c.labels(self.source, topic) for c in (self.copied_bytes, self.copied_batches, self.copied_records)
+            )
+        children[0].inc(size)
+        children[1].inc(batches)
+        children[2].inc(records)
         self._last_copy = time.time()
         self.last_copy.labels(self.source).set(self._last_copy)
 

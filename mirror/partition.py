@@ -15,6 +15,7 @@ resumes from there.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -61,6 +62,9 @@ class PartitionState:
     high_watermark: int = -1
     #: The positions after the last batch the aggregate acknowledged, and after the last checkpoint.
     copied: Checkpoint | None = None
+    #: The positions up to which translation entries were handed to the offsets-topic producer:
+    #: what a checkpoint may cover. (``copied`` runs ahead by at most one fetch.)
+    recorded: Checkpoint | None = None
     committed: Checkpoint | None = None
     #: maxTimestamp (ms) of the newest copied batch.
     last_timestamp_ms: int = -1
@@ -80,7 +84,7 @@ class PartitionState:
 
     def restart_at(self, checkpoint: Checkpoint) -> None:
         self.epoch += 1
-        self.copied = checkpoint
+        self.copied = self.recorded = checkpoint
         self.position = checkpoint.source
 
     def pause(self) -> None:
@@ -187,19 +191,24 @@ class PartitionCopier:
             state.done.set()
 
     async def _copy(self, fetched: RawBatches) -> None:
+        """Copy the selected batches of one fetch, in order, one at a time."""
         ctx, state = self.ctx, self.state
         assert state.copied is not None
         state.high_watermark = max(state.high_watermark, fetched.high_watermark)
+        # Consecutive batches whose offsets moved by the same amount need one translation
+        # entry between them, not one each: the entry covers the run.
+        run: MappingEntry | None = None
+        copied = 0
         for header, data in copyable(fetched, state.copied.source):
             if state.stopping:
-                return
+                break
             payload = for_target(data)
             try:
-                result = await ctx.target_raw.produce_partition(state.target.topic, state.target.partition, payload)
+                result = await ctx.producer.produce(state.target, payload)
             except KafkaError as exc:
+                await self._record(run)
                 await self._produce_failed(exc)
                 return
-            ctx.target_link.up()
             if result.base_offset != state.copied.aggregate:
                 # Someone else appended to the aggregate partition: the copy is still exact
                 # (translation uses the real offset), but it is worth an operator's look.
@@ -210,12 +219,26 @@ class PartitionCopier:
                 )  # fmt: skip
             state.copied = Checkpoint(header.next_offset, result.base_offset + header.last_offset_delta + 1)
             state.last_timestamp_ms = max(state.last_timestamp_ms, header.max_timestamp)
-            await ctx.mapping.add(self._entry(header, result.base_offset))
+            entry = self._entry(header, result.base_offset)
+            if run is not None and run.aggregate_base - run.source_base == entry.aggregate_base - entry.source_base:
+                run = dataclasses.replace(run, source_last=entry.source_last)
+            else:
+                await self._record(run)
+                run = entry
+            copied += 1
             ctx.metrics.copied(state.source.topic, batches=1, records=header.record_count, size=len(payload))
+        if copied:
+            ctx.target_link.up()
         # The batches after the last copied one (markers, aborted transactions) are skipped for good.
         if fetched.next_offset > state.copied.source and not state.stopping:
-            skipped_to = fetched.next_offset
-            state.copied = Checkpoint(skipped_to, state.copied.aggregate)
+            state.copied = Checkpoint(fetched.next_offset, state.copied.aggregate)
+        await self._record(run)
+
+    async def _record(self, run: MappingEntry | None) -> None:
+        """Write a run's translation entry; from then on, a checkpoint may cover what was copied."""
+        if run is not None:
+            await self.ctx.mapping.add(run)
+        self.state.recorded = self.state.copied
 
     async def _produce_failed(self, error: KafkaError) -> None:
         ctx, state = self.ctx, self.state

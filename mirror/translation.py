@@ -1,10 +1,12 @@
 """Exact offset translation, sans-IO: what the offsets topic holds and how it is read.
 
-For every batch it copies, the mirror writes one entry to a compacted topic in
-the aggregate cluster: the source topic, partition and offsets of the batch,
-and the aggregate offset it landed at. Batches are copied whole, so record
-``source_base + d`` is aggregate record ``aggregate_base + d`` for every
-``d`` in the batch: translation is exact, not an estimate.
+For the batches it copies, the mirror writes entries to a compacted topic in
+the aggregate cluster: the source topic, partition, the first and last source
+offsets, and the aggregate offset the first landed at. Batches are copied
+whole, so record ``source_base + d`` is aggregate record ``aggregate_base + d``
+for every ``d`` in the batch: translation is exact, not an estimate. One entry
+covers a run of consecutive batches whose offsets all moved by the same amount
+(no transaction marker, aborted transaction or compaction gap between them).
 
 A committed source offset ``C`` (the next record to read) translates to:
 
@@ -14,8 +16,7 @@ A committed source offset ``C`` (the next record to read) translates to:
 - past every copied batch: the aggregate offset after the last one.
 
 Entries are keyed by (alias, topic, partition, source base offset), so
-compaction keeps exactly one per batch and a re-written entry after a crash
-replaces its twin.
+compaction keeps one per run and a re-written entry replaces its twin.
 """
 
 from __future__ import annotations
@@ -69,9 +70,22 @@ class PartitionMap:
     """One source partition's entries, for lookups."""
 
     def __init__(self, entries: Iterable[MappingEntry]) -> None:
-        # Later entries for the same batch replace earlier ones, as compaction would.
-        by_base = {e.source_base: e for e in entries}
-        self.entries: Sequence[MappingEntry] = [by_base[b] for b in sorted(by_base)]
+        # Of two entries with the same base the longer is kept (both are true). An entry
+        # may cover a run of batches, and one written again after a crash (for a single batch)
+        # may lie inside a run: those add nothing and are dropped, so that the entry with the
+        # greatest base at or below an offset is the one that covers it, if any does.
+        by_base: dict[int, MappingEntry] = {}
+        for e in entries:
+            known = by_base.get(e.source_base)
+            if known is None or e.source_last >= known.source_last:
+                by_base[e.source_base] = e
+        kept: list[MappingEntry] = []
+        for base in sorted(by_base):
+            entry = by_base[base]
+            if kept and entry.source_last <= kept[-1].source_last:
+                continue
+            kept.append(entry)
+        self.entries: Sequence[MappingEntry] = kept
         self._bases = [e.source_base for e in self.entries]
 
     def translate(self, committed: int) -> int:

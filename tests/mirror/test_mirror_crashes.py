@@ -88,10 +88,9 @@ def test_kill_9_mirror_five_times_and_an_aggregate_broker(
             mirror.kill()
     assert kills == 5
     assert assert_exact_copy(east.bootstrap, agg.bootstrap, "east", TOPIC) == RECORDS
-    log = log_path.read_text()
-    # Each restart resumed from recorded progress; at least one had to reconcile past it.
-    assert log.count("event=started") == 6
-    assert "event=reconciled" in log
+    # Six lives: each restart resumed from recorded progress (reconciling past it when the
+    # kill came between an append and its checkpoint, which depends on timing).
+    assert log_path.read_text().count("event=started") == 6
 
 
 def wait_deregistered_in(zookeeper: ZooKeeperHandle, chroot: str, broker: object) -> None:
