@@ -26,7 +26,6 @@ import grp
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -42,6 +41,8 @@ from typing import Any
 import pytest
 
 from protocol.messages import MetadataRequest
+from tests.deploy import systemctl
+from tests.deploy.systemctl import Unit, read_unit
 from tests.fixtures.kafka_wire import request
 from tests.fixtures.ports import free_ports
 from tests.fixtures.prometheus import fetch_text
@@ -204,16 +205,19 @@ def write_local_vars(path: Path, roots: Path, wheel: Path) -> None:
     path.write_text(json.dumps({"all": {"vars": common, "hosts": hosts}}, indent=2))
 
 
-def run_playbook(tmp_path: Path, topology: Path, local_vars: Path) -> str:
+def run_playbook(
+    tmp_path: Path, topology: Path, local_vars: Path, playbook: str = "site.yml", *extra: str, **env: str
+) -> str:
     result = subprocess.run(
         [
             str(BIN / "ansible-playbook"),
             "-i", str(INVENTORY_SCRIPT),
             "-i", str(local_vars),
-            str(ANSIBLE_DIR / "site.yml"),
+            *extra,
+            str(ANSIBLE_DIR / playbook),
         ],
         cwd=tmp_path,
-        env=ansible_env(tmp_path, TRIBUTARY_TOPOLOGY=str(topology)),
+        env=ansible_env(tmp_path, TRIBUTARY_TOPOLOGY=str(topology), **env),
         capture_output=True,
         text=True,
         timeout=600,
@@ -237,47 +241,6 @@ def recap(output: str) -> dict[str, dict[str, int]]:
 
 
 @dataclass
-class Unit:
-    path: Path
-    sections: dict[str, dict[str, list[str]]]
-
-    def get(self, section: str, key: str) -> list[str]:
-        return self.sections.get(section, {}).get(key, [])
-
-    def one(self, section: str, key: str) -> str:
-        (value,) = self.get(section, key)
-        return value
-
-    @property
-    def argv(self) -> list[str]:
-        return shlex.split(self.one("Service", "ExecStart"))
-
-    @property
-    def environment(self) -> dict[str, str]:
-        env: dict[str, str] = {}
-        for line in self.get("Service", "Environment"):
-            for assignment in shlex.split(line):
-                key, _, value = assignment.partition("=")
-                env[key] = value
-        return env
-
-
-def read_unit(path: Path) -> Unit:
-    sections: dict[str, dict[str, list[str]]] = {}
-    current: dict[str, list[str]] = {}
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = sections.setdefault(line[1:-1], {})
-            continue
-        key, _, value = line.partition("=")
-        current.setdefault(key.strip(), []).append(value.strip())
-    return Unit(path, sections)
-
-
-@dataclass
 class Running:
     name: str
     process: subprocess.Popen[bytes]
@@ -289,30 +252,15 @@ class Running:
 
 @dataclass
 class Supervisor:
-    """Starts units' ExecStart lines as child processes; stops them all, last started first."""
+    """Starts units as systemd would (tests/deploy/systemctl.py: ExecStartPre, then ExecStart),
+    in the stand-in's state, so `systemctl restart` from a later playbook run finds them."""
 
-    logs: Path
     running: list[Running] = field(default_factory=list)
 
     def start(self, unit: Unit) -> Running:
-        """As systemd would: every ExecStartPre to completion (each must succeed), then ExecStart."""
-        env = {**os.environ, **unit.environment}
-        cwd = unit.get("Service", "WorkingDirectory")
-        log = self.logs / f"{unit.path.stem}.log"
-        for pre in unit.get("Service", "ExecStartPre"):
-            done = subprocess.run(shlex.split(pre), env=env, capture_output=True, text=True, timeout=60, check=False)
-            assert done.returncode == 0, f"{unit.path.name}: ExecStartPre {pre} failed:\n{done.stderr}"
-        with log.open("ab") as out:
-            process = subprocess.Popen(
-                unit.argv,
-                env=env,
-                cwd=cwd[0] if cwd else None,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        child = Running(unit.path.stem, process, log)
+        process = systemctl.start(unit)
+        assert process is not None, unit.name
+        child = Running(unit.name, process, systemctl.state_dir() / f"{unit.name}.log")
         self.running.append(child)
         return child
 
@@ -330,6 +278,9 @@ class Supervisor:
         for child in reversed(self.running):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.stop(child)
+        # What the stand-in started on Ansible's behalf (restarted brokers) is no child of ours.
+        for pid_file in systemctl.state_dir().glob("*.pid"):
+            systemctl.stop(pid_file.name.removesuffix(".pid"), timeout=30.0)
 
 
 def wait_until(condition: Any, what: str, timeout: float = START_TIMEOUT, children: Sequence[Running] = ()) -> Any:
@@ -423,6 +374,16 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int] | None:
         consumer.close()
 
 
+def all_end_offsets(bootstrap: str, topics: list[str]) -> dict[str, dict[int, int] | None] | None:
+    """End offsets of every topic, or None while a partition has no leader answering yet."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415
+
+    try:
+        return {t: end_offsets(bootstrap, t) for t in topics}
+    except KafkaException:
+        return None
+
+
 def option(argv: list[str], flag: str) -> str:
     return argv[argv.index(flag) + 1]
 
@@ -451,16 +412,34 @@ def test_ansible_lint_production_profile_is_clean(tmp_path: Path) -> None:
 # ---- the test
 
 
+def install_systemctl_standin(bin_dir: Path) -> None:
+    """`systemctl` on PATH for the playbook: tests/deploy/systemctl.py, run by this Python."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / "systemctl"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "from tests.deploy.systemctl import main\n"
+        "sys.exit(main())\n"
+    )
+    script.chmod(0o755)
+
+
 @pytest.fixture
-def deployed(tmp_path: Path) -> Iterator[dict[str, Any]]:
+def deployed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """site.yml applied to the test topology; yields what the test needs to look at."""
+    roots = tmp_path / "hosts"
+    # The systemctl stand-in's state and where it finds units; the test's own starts use it too.
+    monkeypatch.setenv("TRIBUTARY_SYSTEMD_STATE", str(tmp_path / "systemd-state"))
+    monkeypatch.setenv("TRIBUTARY_SYSTEMD_UNIT_DIRS", os.pathsep.join(str(roots / dc / "systemd") for dc in HOSTS))
+    install_systemctl_standin(tmp_path / "bin")
     wheel = build_wheel(tmp_path / "build")
     plan = make_plan()
     data = tmp_path / "data"
     topology = tmp_path / "topology.toml"
     write_topology(topology, plan, data)
     local_vars = tmp_path / "local-hosts.json"
-    roots = tmp_path / "hosts"
     write_local_vars(local_vars, roots, wheel)
     started = time.monotonic()
     output = run_playbook(tmp_path, topology, local_vars)
@@ -529,8 +508,7 @@ def test_site_playbook_deploys_a_running_appliance(deployed: dict[str, Any]) -> 
         (site_packages,) = (roots / dc / "venv").glob("lib/python*/site-packages")
         (site_packages / "tributary-test-deps.pth").write_text(site_packages_line())
 
-    supervisor = Supervisor(tmp_path / "logs")
-    supervisor.logs.mkdir()
+    supervisor = Supervisor()
     try:
 
         def unit(dc: str, name: str) -> Unit:
@@ -594,5 +572,44 @@ def test_site_playbook_deploys_a_running_appliance(deployed: dict[str, Any]) -> 
         # SIGTERM, as `systemctl stop` sends it: the mirrors flush and exit 0.
         for mirror in mirrors:
             assert supervisor.stop(mirror) == 0, mirror.tail()
+
+        # An upgrade: a changed broker setting, broker.yml with service management on. systemd is
+        # the stand-in (tests/deploy/systemctl.py): it restarts the very processes started above
+        # and notes, as each restart begins, which other brokers of that cluster answer.
+        phase_started = time.monotonic()
+        aggregate_ends = {
+            t: end_offsets(aggregate, t) for t in (f"{dc}.{topic}" for dc in produced for topic in TOPICS)
+        }
+        pids_before = {b.name: b.process.pid for b in brokers}
+        upgrade = tmp_path / "upgrade.json"
+        upgrade.write_text(
+            json.dumps({"tributary_manage_services": True, "broker_settings": {"log.flush.interval.ms": 500}})
+        )
+        output = run_playbook(
+            tmp_path, deployed["topology"], deployed["local_vars"], "broker.yml", "-e", f"@{upgrade}",
+            PATH=f"{tmp_path / 'bin'}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        )  # fmt: skip
+        assert all(r["failed"] == 0 for r in recap(output).values()), output
+        events_file = systemctl.state_dir() / "events.jsonl"
+        events = [json.loads(line) for line in events_file.read_text().splitlines()]
+        # One at a time, host after host, and only once the previous broker answered again.
+        assert [e["unit"] for e in events] == [f"tributary-broker-{dc}-{i}.service" for dc in HOSTS
+                                               for i, _, _ in plan.brokers[dc]]  # fmt: skip
+        for event in events:
+            assert all(event["others_up"].values()), event
+        assert sum(len(e["others_up"]) for e in events) == 4  # east and aggregate have two brokers each
+        for b in brokers:
+            assert systemctl.pid_of(b.name) not in (None, pids_before[b.name]), b.name
+        config = tomllib.loads((roots / "east" / "etc" / "broker-east-1.toml").read_text())
+        assert config["log"]["flush"]["interval"]["ms"] == 500
+        # Every broker is back, and the aggregate lost nothing across the roll.
+        for dc, host in HOSTS.items():
+            count = len(plan.brokers[dc])
+            for _, port, _ in plan.brokers[dc]:
+                wait_until(lambda h=host, p=port, n=count: cluster_brokers(h, p) == n,
+                           f"cluster {dc} on {port} after the roll")  # fmt: skip
+        wait_until(lambda: all_end_offsets(aggregate, list(aggregate_ends)) == aggregate_ends,
+                   "the aggregate's partitions to be served again, ending where they ended")  # fmt: skip
+        print(f"rolling restart of {len(events)} brokers through broker.yml: {time.monotonic() - phase_started:.1f} s")
     finally:
         supervisor.stop_all()
