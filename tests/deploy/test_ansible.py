@@ -9,6 +9,9 @@ systemd cannot run here, so after the playbook the test reads the rendered units
 exactly their `ExecStart` command lines (with their `Environment=` and `WorkingDirectory=`):
 the ZooKeeper servers, the brokers, the mirrors; it produces into east and west, waits until the
 aggregate holds every record, then runs the load timer's service and checks its summary.
+Last, an upgrade: broker.yml again with a changed broker setting and service management on,
+`systemctl` being tests/deploy/systemctl.py (same start semantics, same processes): the brokers
+restart one at a time while the rest of their cluster serves, and the aggregate keeps its data.
 
 Installing: the roles install a wheel of this checkout with `pip --no-deps` into a fresh
 virtualenv per host (created by the role). The dependencies (pyspark alone is hundreds of MB)
