@@ -17,8 +17,8 @@ Installing: the roles install a wheel of this checkout with `pip --no-deps` into
 virtualenv per host (created by the role). The dependencies (pyspark alone is hundreds of MB)
 are not downloaded again: the test then gives each new virtualenv a `.pth` line naming the
 project virtualenv's site-packages, the way a host image with the dependencies preinstalled
-would. So what the role does is what runs (`<root>/venv/bin/tributary`), and the test stays
-offline and fast.
+would. So what the role does is what runs (`<root>/venv/bin/tributary`), and the test downloads
+nothing but the setuptools pip builds the wheel with (normally from pip's cache).
 """
 
 from __future__ import annotations
