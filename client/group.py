@@ -163,6 +163,11 @@ class GroupMember:
         self.leader_id = ""
         #: Rebalances this member completed.
         self.rebalances = 0
+        #: When the coordinator last counted this member in (a completed SyncGroup or an
+        #: accepted heartbeat), on trio's clock. Past the session timeout the group may have
+        #: handed its partitions to someone else: work on them should pause (see wait_for_contact).
+        self.last_contact = float("-inf")
+        self._contact = trio.Event()
         self._state_changed = trio.Event()
         self._rejoin = trio.Event()
         self._rejoin_reason = "joining the group"
@@ -212,6 +217,15 @@ class GroupMember:
         it is lost. During a rebalance that is the previous one, which the coordinator
         still accepts until the new generation is formed."""
         return self.generation
+
+    def _touch(self, at: float | None = None) -> None:
+        self.last_contact = trio.current_time() if at is None else at
+        self._contact.set()
+        self._contact = trio.Event()
+
+    async def wait_for_contact(self) -> None:
+        """Until the coordinator next counts this member in."""
+        await self._contact.wait()
 
     def _lose_generation(self, reason: str, *, reset_member_id: bool) -> None:
         log.info("group %s member %s: %s", self.group_id, self.member_id, reason)
@@ -413,6 +427,7 @@ class GroupMember:
             raise KafkaError(f"group {self.group_id!r} generation {generation}: bad assignment: {exc}") from exc
         self._last_assignment = {t: list(ps) for t, ps in assignment.partitions.items()}
         self._last_generation = generation
+        self._touch()
         new = [TopicPartition(t, p) for t, ps in assignment.partitions.items() for p in ps]
         new_set = set(new)
         owned = self.side.owned()
@@ -451,6 +466,7 @@ class GroupMember:
             member_id=generation.member_id,
             group_instance_id=self.instance_id,
         )
+        sent = trio.current_time()
         try:
             response: HeartbeatResponse = await self.cluster.send_to_coordinator(self.group_id, request)
         except KafkaError as exc:
@@ -459,6 +475,8 @@ class GroupMember:
         if self.generation is not generation or self.state is not MemberState.STABLE:
             return  # the member moved on meanwhile
         code = response.error_code
+        if not code or code == ErrorCode.REBALANCE_IN_PROGRESS:
+            self._touch(sent)  # (in a rebalance the member still holds its partitions until it rejoins)
         if not code or code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return
         if code == ErrorCode.REBALANCE_IN_PROGRESS:

@@ -8,6 +8,7 @@ import trio
 
 from client.admin import Admin
 from client.cluster import Cluster
+from client.group import GroupMember
 from client.raw import RawClient
 
 from .checkpoint import CheckpointStore
@@ -47,8 +48,23 @@ class MirrorContext:
         self.source_admin = Admin(self.source)
         self.target_admin = Admin(self.target)
 
+    #: Set by the daemon once it is a group member: see :meth:`wait_for_membership`.
+    member: GroupMember | None = None
+
     def wake_fetcher(self) -> None:
         self.fetch_wanted.set()
+
+    async def wait_for_membership(self) -> None:
+        """Return at once while the source's group coordinator recently counted this
+        instance in; otherwise wait until it does. Past the session timeout the group may
+        have given this instance's partitions to another, which then copies them: producing
+        on would write batches twice. (A margin of a fifth covers clock and request delays.)"""
+        member = self.member
+        if member is None:
+            return
+        limit = self.config.session_timeout_ms / 1000 * 0.8
+        while trio.current_time() - member.last_contact > limit:
+            await member.wait_for_contact()
 
 
 __all__ = ["MirrorContext"]

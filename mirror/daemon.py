@@ -206,7 +206,7 @@ class Mirror:
         async with trio.open_nursery() as nursery:
             side = self._side = MirrorSide(self, nursery)
             side.match_pattern(source.metadata)
-            member = self.member = GroupMember(source, config.group, consumer_config, side)
+            member = self.member = self.ctx.member = GroupMember(source, config.group, consumer_config, side)
             member_scope = trio.CancelScope()
 
             async def run_member() -> None:
@@ -255,8 +255,7 @@ class Mirror:
             return
         log.info("event=assignment_revoked partitions=%s lost=%s", [str(tp) for tp in partitions], lost)
         for running in stopping:
-            running.copier.state.stopping = True
-            running.copier.state.inbox_send.close()
+            running.copier.state.stop()
         with trio.move_on_after(self.config.shutdown_timeout_ms / 1000) as waited:
             for running in stopping:
                 await running.copier.state.done.wait()

@@ -69,6 +69,8 @@ class PartitionState:
     #: maxTimestamp (ms) of the newest copied batch.
     last_timestamp_ms: int = -1
     stopping: bool = False
+    #: While the copier waits for the group to count this instance in again.
+    membership_wait: trio.CancelScope | None = None
     done: trio.Event = field(default_factory=trio.Event)
 
     @classmethod
@@ -86,6 +88,13 @@ class PartitionState:
         self.epoch += 1
         self.copied = self.recorded = checkpoint
         self.position = checkpoint.source
+
+    def stop(self) -> None:
+        """Stop after the batch in flight, if any; no new batch is started."""
+        self.stopping = True
+        self.inbox_send.close()
+        if self.membership_wait is not None:
+            self.membership_wait.cancel()
 
     def pause(self) -> None:
         self.epoch += 1
@@ -200,6 +209,12 @@ class PartitionCopier:
         run: MappingEntry | None = None
         copied = 0
         for header, data in copyable(fetched, state.copied.source):
+            if state.stopping:
+                break
+            with trio.CancelScope() as state.membership_wait:
+                # (cancelled by stop(): nothing is in flight while waiting here)
+                await ctx.wait_for_membership()
+            state.membership_wait = None
             if state.stopping:
                 break
             payload = for_target(data)
