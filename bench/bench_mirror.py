@@ -261,7 +261,8 @@ def shallow_copy(root: Path, source: str, target: str, src: SourceTopic, alias: 
             records, size = mirror.counters()
             if cpu is None:
                 raise RuntimeError(f"the mirror died:\n{mirror.log_tail()}")
-            if first is None and records > 0:
+            if records == 0 or first is None:
+                # The last sample before copying began: a fast copy may finish before the next one.
                 first = (now, cpu, records, size)
             if records >= total:
                 break
