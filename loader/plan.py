@@ -169,9 +169,10 @@ def make_plan(
 
 
 def matching_topics(fetcher: BlockingFetcher, pattern: re.Pattern[str]) -> list[str]:
-    """The cluster's non-internal topics that the pattern matches in full."""
+    """The cluster's non-internal topics that the pattern matches in full. Names starting
+    with ``__`` are internal by convention too (the mirror's ``__tributary_mirror_offsets``)."""
     metadata = fetcher.refresh_metadata()
-    topics = sorted(name for name, info in metadata.topics.items() if not info.is_internal)
+    topics = sorted(n for n, info in metadata.topics.items() if not info.is_internal and not n.startswith("__"))
     matched = [t for t in topics if pattern.fullmatch(t)]
     if not matched:
         known = ", ".join(topics) if topics else "none"
