@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -350,7 +350,19 @@ def test_kafka_python_delete_groups_and_offsets_stay_deleted_after_restart(
         broker.start()
     for broker in cluster.brokers:
         broker.wait_ready(expected_brokers=3)
-    assert committed(cluster, group, topic, [0]) == {}
+    # After a whole-cluster restart the group's coordinator answers NOT_COORDINATOR or
+    # COORDINATOR_LOAD_IN_PROGRESS until it has taken over and loaded its __consumer_offsets
+    # partition (as in Kafka; clients retry): wait for it, then look.
+    assert wait_for("the group's coordinator to load", lambda: committed_once_loaded(cluster, group, topic)) == {}
+
+
+def committed_once_loaded(cluster: Cluster, group: str, topic: str) -> dict[int, int] | None:
+    try:
+        return committed(cluster, group, topic, [0])
+    except KafkaException as exc:
+        if exc.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS):
+            return None
+        raise
 
 
 # --- DescribeLogDirs -------------------------------------------------------------------------------
