@@ -10,7 +10,7 @@ echo "== mypy";         .venv/bin/mypy
 echo "== import-linter"; .venv/bin/lint-imports --no-cache
 echo "== pytest"
 status=0
-.venv/bin/pytest "$@" || status=$?
+.venv/bin/pytest --durations=30 "$@" || status=$?
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests" >&2
