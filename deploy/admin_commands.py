@@ -16,6 +16,8 @@ from client.cluster import Cluster
 from client.config import ClientConfig
 from client.errors import KafkaError
 
+from .errors import operator_errors
+
 #: Exit status when the cluster refused or failed an operation (bad input is 2, as argparse).
 FAILED = 1
 USAGE = 2
@@ -60,14 +62,10 @@ def _unwrapped(runner: Callable[..., int], *args: Any) -> int:
     try:
         return runner(*args)
     except BaseExceptionGroup as group:
-        handled = (CommandError, KafkaError, trio.TooSlowError, ValueError)
-        matched, rest = group.split(handled)
-        if matched is None or rest is not None:
+        errors = operator_errors(group, (CommandError, KafkaError, trio.TooSlowError, ValueError))
+        if errors is None:
             raise
-        leaf: BaseException = matched
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
-        raise leaf from group
+        raise errors[0] from group
 
 
 def run_admin(args: argparse.Namespace, operation: Callable[[Admin], Awaitable[int]]) -> int:

@@ -16,7 +16,6 @@ import logging
 import resource
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,9 @@ from broker import server
 from broker.cluster.errors import ClusterError
 from broker.config import ConfigError, load
 
+from .errors import operator_errors
+
 log = logging.getLogger("tributary.broker")
-
-
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
 
 
 def register(subparsers: Any) -> None:
@@ -111,11 +104,11 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ClusterError, BaseExceptionGroup) as exc:
         # Start-up failures (address in use, ZooKeeper unreachable, broker id
         # taken) get one line each; anything else is a bug and keeps its traceback.
-        leaves = list(_leaves(exc))
-        if not all(isinstance(e, OSError | ClusterError) for e in leaves):
+        errors = operator_errors(exc, (OSError, ClusterError))
+        if errors is None:
             raise
-        for leaf in leaves:
-            print(f"tributary broker: {leaf}", file=sys.stderr)
+        for error in errors:
+            print(f"tributary broker: {error}", file=sys.stderr)
         return 1
     log.info("broker %d stopped", config.broker_id)
     return 0

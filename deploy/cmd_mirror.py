@@ -16,7 +16,6 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,8 @@ from mirror.config import MirrorConfig, MirrorConfigError, load_config
 from mirror.daemon import Mirror, MirrorStartError
 from mirror.naming import TopicFilter
 from mirror.translate import Translated, run_translate
+
+from .errors import operator_errors
 
 log = logging.getLogger("tributary.mirror")
 
@@ -119,14 +120,6 @@ async def _mirror_until_signalled(mirror: Mirror) -> None:
             nursery.cancel_scope.cancel()
 
 
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
-
-
 def _mirror(config: MirrorConfig) -> int:
     mirror = Mirror(config)
     server = None
@@ -143,12 +136,12 @@ def _mirror(config: MirrorConfig) -> int:
     except (MirrorStartError, KafkaError, BaseExceptionGroup) as exc:
         # Start-up failures and a group membership that failed for good get one line
         # each; anything else is a bug and keeps its traceback.
-        leaves = list(_leaves(exc))
-        if not all(isinstance(e, MirrorStartError | KafkaError) for e in leaves):
+        errors = operator_errors(exc, (MirrorStartError, KafkaError))
+        if errors is None:
             raise
-        for leaf in leaves:
-            print(f"tributary mirror: {leaf}", file=sys.stderr)
-        return 2 if any(isinstance(e, MirrorStartError) for e in leaves) else 1
+        for error in errors:
+            print(f"tributary mirror: {error}", file=sys.stderr)
+        return 2 if any(isinstance(e, MirrorStartError) for e in errors) else 1
     finally:
         if server is not None:
             server.shutdown()

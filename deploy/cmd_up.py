@@ -20,22 +20,18 @@ from typing import Any
 import trio
 
 from .appliance import Appliance, ApplianceError, describe
+from .errors import operator_errors
 from .topology import TopologyError, load_topology
 
 
 def operator_error(exc: BaseException) -> ApplianceError:
     """The ApplianceError inside Trio's exception groups; anything else is a bug and is re-raised."""
-    if isinstance(exc, ApplianceError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        matched, rest = exc.split(ApplianceError)
-        if matched is not None and rest is None:
-            leaf: BaseException = matched
-            while isinstance(leaf, BaseExceptionGroup):
-                leaf = leaf.exceptions[0]
-            assert isinstance(leaf, ApplianceError)
-            return leaf
-    raise exc
+    errors = operator_errors(exc, (ApplianceError,))
+    if errors is None:
+        raise exc
+    first = errors[0]
+    assert isinstance(first, ApplianceError)
+    return first
 
 
 def register(subparsers: Any) -> None:
