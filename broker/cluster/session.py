@@ -28,6 +28,7 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
     SessionExpiredError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState
 from kazoo.retry import KazooRetry
 
@@ -155,6 +156,7 @@ class ZkSession:
 
     async def open(self, timeout: float) -> None:
         self._token = trio.lowlevel.current_trio_token()
+        await self._ensure_chroot(timeout)
         client = KazooClient(
             hosts=self.hosts,
             timeout=self._session_timeout,
@@ -168,6 +170,26 @@ class ZkSession:
             await self._notifier.wait_until(lambda: self.connected)
         if not self.connected:
             raise ZooKeeperUnavailableError(f"no ZooKeeper answered at {self.hosts} within {timeout:g} s")
+
+    async def _ensure_chroot(self, timeout: float) -> None:
+        """Create the connect string's chroot path if it is missing, as Kafka does: a session
+        rooted at a path that does not exist can create nothing."""
+        servers, slash, chroot = self.hosts.partition("/")
+        if not slash or not chroot.strip("/"):
+            return
+
+        def ensure() -> None:
+            client = KazooClient(hosts=servers, timeout=self._session_timeout)
+            try:
+                client.start(timeout=timeout)
+                client.ensure_path("/" + chroot.strip("/"))
+                client.stop()
+            except KazooTimeoutError:
+                pass  # open() reports the unreachable ensemble with its own message
+            finally:
+                client.close()
+
+        await run_in_own_thread(ensure)
 
     async def close(self) -> None:
         client, self._client = self._client, None
