@@ -176,7 +176,8 @@ def _translate(args: argparse.Namespace, config: MirrorConfig) -> int:
     try:
         results = trio.run(lambda: run_translate(
             source=config.source, target=config.target, alias=config.source_alias, group=args.group,
-            offsets_topic=config.offsets_topic, topic_filter=topic_filter, commit=args.apply,
+            offsets_topic=config.offsets_topic, topic_filter=topic_filter, mirror_group=config.group,
+            commit=args.apply,
         ))  # fmt: skip
     except (KafkaError, trio.TooSlowError) as exc:
         print(f"tributary mirror translate: {exc or 'no answer in time'}", file=sys.stderr)

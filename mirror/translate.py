@@ -20,6 +20,7 @@ from client.metadata import TopicPartition
 from client.offsets import NO_GENERATION, GroupOffsets, OffsetAndMetadata
 from client.raw import RawClient
 
+from .checkpoint import CheckpointStore
 from .naming import TopicFilter, aggregate_topic
 from .translation import MappingEntry, PartitionMap, TranslationError, partition_maps
 
@@ -58,23 +59,36 @@ async def read_entries(target: Cluster, topic: str) -> list[MappingEntry]:
 
 
 async def translate_group(
-    *, source: Cluster, target: Cluster, alias: str, group: str, offsets_topic: str, topic_filter: TopicFilter
+    *,
+    source: Cluster,
+    target: Cluster,
+    alias: str,
+    group: str,
+    offsets_topic: str,
+    topic_filter: TopicFilter,
+    mirror_group: str,
 ) -> list[Translated]:
     metadata = await source.refresh_metadata()
     partitions = [
         TopicPartition(t, p) for t in sorted(topic_filter.select(metadata.topics)) for p in metadata.partitions_for(t)
     ]
     committed = await GroupOffsets(source, group).fetch(partitions)
+    # The mirror's checkpoints first, then the entries: every entry below a checkpoint is written.
+    targets = {tp: TopicPartition(aggregate_topic(alias, tp.topic), tp.partition) for tp in partitions}
+    checkpoints = await CheckpointStore(target, mirror_group).load(targets.values())
     maps = partition_maps(await read_entries(target, offsets_topic), alias)
     results: list[Translated] = []
     for tp in partitions:
         offset = committed.get(tp)
         if offset is None:
             continue
-        name = aggregate_topic(alias, tp.topic)
+        name = targets[tp].topic
         mapping = maps.get((tp.topic, tp.partition), PartitionMap(()))
+        checkpoint = checkpoints.get(targets[tp])
+        recorded = None if checkpoint is None else checkpoint.source
         try:
-            results.append(Translated(tp.topic, tp.partition, offset, name, mapping.translate(offset)))
+            aggregate = mapping.translate(offset, recorded_until=recorded)
+            results.append(Translated(tp.topic, tp.partition, offset, name, aggregate))
         except TranslationError as exc:
             results.append(Translated(tp.topic, tp.partition, offset, name, None, str(exc)))
     return results
@@ -93,13 +107,21 @@ async def apply(target: Cluster, group: str, results: list[Translated]) -> None:
 
 
 async def run_translate(
-    *, source: str, target: str, alias: str, group: str, offsets_topic: str, topic_filter: TopicFilter, commit: bool
+    *,
+    source: str,
+    target: str,
+    alias: str,
+    group: str,
+    offsets_topic: str,
+    topic_filter: TopicFilter,
+    mirror_group: str,
+    commit: bool,
 ) -> list[Translated]:
     async with Cluster(source) as source_cluster, Cluster(target) as target_cluster:
         with trio.fail_after(source_cluster.config.api_timeout):
             results = await translate_group(
                 source=source_cluster, target=target_cluster, alias=alias, group=group,
-                offsets_topic=offsets_topic, topic_filter=topic_filter,
+                offsets_topic=offsets_topic, topic_filter=topic_filter, mirror_group=mirror_group,
             )  # fmt: skip
             if commit:
                 await apply(target_cluster, group, results)

@@ -88,7 +88,14 @@ class PartitionMap:
         self.entries: Sequence[MappingEntry] = kept
         self._bases = [e.source_base for e in self.entries]
 
-    def translate(self, committed: int) -> int:
+    def translate(self, committed: int, *, recorded_until: int | None = None) -> int:
+        """The aggregate offset of the record a group that committed ``committed`` reads next.
+
+        ``recorded_until`` is the source offset of the mirror's checkpoint: every batch below
+        it has its entry. Past the last entry an offset is only known exactly when it is the
+        end of that entry, or when the checkpoint says nothing was copied in between (only
+        markers or aborted transactions were skipped); otherwise the mirror may have copied
+        batches whose entries are not written yet, and guessing could make a consumer re-read."""
         if not self.entries:
             raise TranslationError("no batch of this partition has been mirrored")
         if committed < self.entries[0].source_base:
@@ -101,7 +108,13 @@ class PartitionMap:
             return entry.aggregate_base + (committed - entry.source_base)
         if i + 1 < len(self.entries):
             return self.entries[i + 1].aggregate_base
-        return entry.aggregate_next
+        if committed == entry.source_last + 1 or (recorded_until is not None and committed <= recorded_until):
+            return entry.aggregate_next
+        known = entry.source_last + 1 if recorded_until is None else max(entry.source_last + 1, recorded_until)
+        raise TranslationError(
+            f"offset {committed} is past what the mirror has recorded (source offset {known}): "
+            "run translate again once the mirror has caught up"
+        )
 
 
 def partition_maps(entries: Iterable[MappingEntry], alias: str) -> dict[tuple[str, int], PartitionMap]:
