@@ -70,9 +70,22 @@ class SourceFetcher:
                 for leader, states in by_leader.items():
                     nursery.start_soon(self._fetch, leader, states)
 
+    def _request_bytes(self) -> int:
+        """Bytes one fetch may ask for. Under a bandwidth cap, no more than every session's
+        fetch can bring in a quarter of the request timeout at that rate, so a capped link
+        never turns large fetches into timeouts (and their retries into wasted bytes)."""
+        config = self.ctx.config
+        limit = config.fetch_max_bytes
+        rate = config.bandwidth_bytes_per_second
+        if rate is not None:
+            budget = int(rate * config.request_timeout_ms / 1000 / 4 / config.fetch_sessions)
+            limit = min(limit, max(budget, config.fetch_partition_max_bytes))
+        return limit
+
     async def _fetch(self, leader: int, states: list[PartitionState]) -> None:
         ctx, config = self.ctx, self.ctx.config
-        reserve = min(config.fetch_max_bytes, config.fetch_partition_max_bytes * len(states))
+        max_bytes = self._request_bytes()
+        reserve = min(max_bytes, config.fetch_partition_max_bytes * len(states))
         await ctx.budget.acquire(reserve)
         offsets: dict[TopicPartition, int] = {}
         epochs: dict[TopicPartition, int] = {}
@@ -85,7 +98,7 @@ class SourceFetcher:
         used = 0
         try:
             results = await ctx.source_raw.fetch(
-                leader, offsets, max_wait_ms=config.fetch_max_wait_ms, max_bytes=config.fetch_max_bytes,
+                leader, offsets, max_wait_ms=config.fetch_max_wait_ms, max_bytes=max_bytes,
                 partition_max_bytes=config.fetch_partition_max_bytes, isolation_level=READ_COMMITTED,
             )  # fmt: skip
             failure: KafkaError | None = None

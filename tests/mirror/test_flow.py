@@ -4,12 +4,16 @@ so the rates below are exact, not hoped for."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import trio
 import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mirror.config import MirrorConfig
+from mirror.fetcher import SourceFetcher
 from mirror.flow import ByteBudget, Throttle, TokenBucket
 
 # --- TokenBucket, sans-IO -------------------------------------------------------------------------
@@ -193,3 +197,21 @@ def test_releasing_more_than_acquired_is_a_bug() -> None:
     budget.release(0)  # nothing: allowed
     with pytest.raises(AssertionError):
         budget.release(1)
+
+
+# --- fetch sizing under a bandwidth cap ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rate", "expected"),
+    [
+        (None, 16 * 1024 * 1024),  # no cap: the configured fetch size
+        (1_000_000, 3_750_000),  # 1 MB/s, 30 s timeout, 2 sessions: a quarter of the timeout each
+        (10_000, 2 * 1024 * 1024),  # never below one partition's fetch (a batch must fit)
+        (10**9, 16 * 1024 * 1024),  # never above the configured size
+    ],
+)
+def test_fetch_size_follows_the_bandwidth_cap(rate: int | None, expected: int) -> None:
+    config = MirrorConfig(source="s:1", source_alias="east", target="t:1", bandwidth_bytes_per_second=rate)
+    fetcher = SourceFetcher(SimpleNamespace(config=config), list)  # type: ignore[arg-type]
+    assert fetcher._request_bytes() == expected
