@@ -139,6 +139,7 @@ class Mirror:
         self.stop = trio.Event()
         self._checkpoint_lock = trio.Lock()
         self._ctx: MirrorContext | None = None
+        self._side: MirrorSide | None = None
         self.member: GroupMember | None = None
 
     @property
@@ -149,8 +150,6 @@ class Mirror:
     def states(self) -> list[PartitionState]:
         side = self._side
         return [r.copier.state for r in side.running.values()] if side is not None else []
-
-    _side: MirrorSide | None = None
 
     # --- start ----------------------------------------------------------------------------------
 
