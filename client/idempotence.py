@@ -21,12 +21,11 @@ keep theirs.
 from __future__ import annotations
 
 import logging
-import struct
 
 import trio
 
 from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
-from protocol.records import rewrite_crc
+from protocol.records import set_producer
 
 from .cluster import Cluster
 from .errors import KafkaError, RequestTimedOutError, error_for
@@ -36,20 +35,11 @@ log = logging.getLogger(__name__)
 #: Sequences are int32 and wrap from 2**31 - 1 to 0.
 SEQUENCE_MODULUS = 2**31
 
-# producerId int64, producerEpoch int16 and baseSequence int32 follow each
-# other in a v2 batch header, 43 bytes in (after baseOffset 8, batchLength 4,
-# partitionLeaderEpoch 4, magic 1, crc 4, attributes 2, lastOffsetDelta 4,
-# baseTimestamp 8, maxTimestamp 8); all three lie inside the CRC.
-_PRODUCER_FIELDS = struct.Struct(">qhi")
-_PRODUCER_FIELDS_AT = 43
-
-
 def restamp(batch: bytes, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
     """``batch`` with new producer fields and its CRC recomputed (over the
     compressed records as they are: nothing is recompressed)."""
     buf = bytearray(batch)
-    _PRODUCER_FIELDS.pack_into(buf, _PRODUCER_FIELDS_AT, producer_id, producer_epoch, base_sequence)
-    rewrite_crc(buf)
+    set_producer(buf, 0, producer_id, producer_epoch, base_sequence)
     return bytes(buf)
 
 

@@ -257,10 +257,18 @@ def detach_producer(buf: bytearray | memoryview, pos: int = 0) -> bool:
     header = parse_batch_header(buf, pos)
     if header.producer_id == NO_PRODUCER_ID and not header.is_transactional:
         return False
-    _PRODUCER_FIELDS.pack_into(buf, pos + _PRODUCER_ID_OFFSET, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE)
     _I16.pack_into(buf, pos + _ATTRIBUTES_OFFSET, header.attributes & ~TRANSACTIONAL_BIT)
-    rewrite_crc(buf, pos)
+    set_producer(buf, pos, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE)
     return True
+
+
+def set_producer(
+    buf: bytearray | memoryview, pos: int, producer_id: int, producer_epoch: int, base_sequence: int
+) -> None:
+    """Rewrites producerId, producerEpoch and baseSequence in place and recomputes the CRC
+    (they lie inside it); the records stay as they are, compressed or not."""
+    _PRODUCER_FIELDS.pack_into(buf, pos + _PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence)
+    rewrite_crc(buf, pos)
 
 
 # --- walking concatenated batches ----------------------------------------------
@@ -753,6 +761,7 @@ __all__ = [
     "rewrite_crc",
     "set_base_offset",
     "set_partition_leader_epoch",
+    "set_producer",
     "validate_batch",
     "verify_crc",
 ]
