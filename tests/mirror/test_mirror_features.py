@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,11 +26,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewPartitions,
     NewTopic,
 )
-from kazoo.client import KazooClient
 
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, validate_batch
-from tests.fixtures.brokers import Cluster, start_cluster
+from tests.fixtures.brokers import Cluster
 from tests.fixtures.mirror import MirrorProcess
+from tests.fixtures.module_cluster import module_cluster
 from tests.fixtures.prometheus import scrape
 from tests.fixtures.zookeeper import ZooKeeperServer
 
@@ -44,28 +43,15 @@ ALIAS = "east"
 # --- fixtures and helpers ----------------------------------------------------------------------
 
 
-def _chroot(server: ZooKeeperServer, name: str) -> str:
-    chroot = f"/{name}-{uuid.uuid4().hex}"
-    client = KazooClient(hosts=server.hosts, timeout=5.0)
-    client.start(timeout=10)
-    try:
-        client.ensure_path(chroot)
-    finally:
-        client.stop()
-        client.close()
-    return server.hosts + chroot
-
-
 @pytest.fixture(scope="module")
 def clusters(
     zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Cluster, Cluster]]:
-    zookeeper_server.start()
     root = tmp_path_factory.mktemp("mirror-features")
     (root / "east").mkdir()
     (root / "agg").mkdir()
-    for east in start_cluster(_chroot(zookeeper_server, "east"), root / "east", 1):
-        for agg in start_cluster(_chroot(zookeeper_server, "agg"), root / "agg", 1):
+    for east in module_cluster(zookeeper_server, root / "east", size=1):
+        for agg in module_cluster(zookeeper_server, root / "agg", size=1):
             yield east, agg
 
 
