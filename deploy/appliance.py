@@ -44,6 +44,7 @@ from broker.cluster.session import ChangeNotifier, ZkSession
 
 from .probe import ProbeError, cluster_ready, scrape, split_address, zookeeper_ok
 from .supervisor import Backoff, ChildSpec, Event, State, Supervisor
+from .tables import render_table
 from .topology import Broker, Cluster, Mirror, Topology
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -245,16 +246,12 @@ def log_tail(path: Path, lines: int = 15) -> str:
 
 def describe(components: Sequence[Component], supervisor: Supervisor | None = None) -> str:
     """The table `tributary up` prints: where everything listens and where it logs."""
-    rows = [("component", "listens", "metrics", "pid", "log", "")]
+    rows = []
     for c in components:
         child = supervisor.children.get(c.name) if supervisor else None
         pid = str(child.pid) if child and child.pid else "-"
         rows.append((c.name, c.listens or "-", c.metrics or "-", pid, str(c.spec.log_path), c.detail))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True)) + "  " + row[5]
-        for row in rows
-    ).rstrip()
+    return render_table(("component", "listens", "metrics", "pid", "log", ""), rows)
 
 
 class Appliance:

@@ -29,6 +29,7 @@ from mirror.naming import TopicFilter
 from mirror.translate import Translated, run_translate
 
 from .errors import operator_errors
+from .tables import render_table
 
 log = logging.getLogger("tributary.mirror")
 
@@ -156,15 +157,12 @@ def _print_translation(results: list[Translated], output: str) -> None:
             for r in results
         ], indent=2))  # fmt: skip
         return
-    rows = [("TOPIC", "PARTITION", "SOURCE OFFSET", "AGGREGATE TOPIC", "AGGREGATE OFFSET")]
-    rows += [
-        (r.topic, str(r.partition), str(r.source_offset), r.aggregate_topic,
-         str(r.aggregate_offset) if r.aggregate_offset is not None else f"- ({r.problem})")
+    rows = [
+        (r.topic, r.partition, r.source_offset, r.aggregate_topic,
+         r.aggregate_offset if r.aggregate_offset is not None else f"- ({r.problem})")
         for r in results
     ]  # fmt: skip
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print(render_table(("TOPIC", "PARTITION", "SOURCE OFFSET", "AGGREGATE TOPIC", "AGGREGATE OFFSET"), rows))
 
 
 def _translate(args: argparse.Namespace, config: MirrorConfig) -> int:

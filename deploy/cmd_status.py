@@ -21,6 +21,7 @@ import trio
 
 from .cmd_up import add_topology_arguments
 from .status import Status, collect
+from .tables import render_table
 from .topology import TopologyError, load_topology
 
 
@@ -124,14 +125,9 @@ def rows(status: Status) -> list[tuple[str, str, str, str, str]]:
 
 
 def render(status: Status) -> str:
-    table = [("KIND", "NAME", "ADDRESS", "STATE", "DETAILS"), *rows(status)]
-    widths = [max(len(row[i]) for row in table) for i in range(4)]
-    lines = [
-        ("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)) + "  " + row[4]).rstrip()
-        for row in table
-    ]
+    table = render_table(("KIND", "NAME", "ADDRESS", "STATE", "DETAILS"), rows(status))
     verdict = "everything is up" if status.all_up else "something is DOWN"
-    return "\n".join([*lines, "", f"{status.topology}: {verdict}"])
+    return "\n".join([table, "", f"{status.topology}: {verdict}"])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -41,6 +41,7 @@ from .memory import tree_rss
 from .probe import ProbeError, scrape, split_address
 from .status import MirrorStatus, mirror_numbers, topic_records
 from .supervisor import describe_returncode
+from .tables import render_table
 from .topology import Load, Topology
 from .warehouse import WarehouseCount, count_warehouse
 
@@ -124,7 +125,7 @@ def _mb(n: float) -> str:
 def render(report: Report) -> str:
     lines = ["", "== summary", ""]
     header = ("datacenter", "topic", "produced", "source", "aggregate", "hadoop", "")
-    rows: list[tuple[str, ...]] = [header]
+    rows: list[tuple[str, ...]] = []
     totals = [0, 0, 0, 0]
     for alias, topic in report.streams():
         values = [
@@ -137,12 +138,7 @@ def render(report: Report) -> str:
         verdict = "ok" if len(set(values)) == 1 else "MISMATCH"
         rows.append((alias, topic, *(f"{v:,}" for v in values), verdict))
     rows.append(("total", "", *(f"{v:,}" for v in totals), "ok" if len(set(totals)) == 1 else "MISMATCH"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for row in rows:
-        cells = [
-            c.ljust(w) if i < 2 or i == 6 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
+    lines.append(render_table(header, rows, right=header[2:6]))
     raw = sum(p.raw_bytes for p in report.produced.values())
     lines += ["", "bytes"]
     if report.source_disk_bytes:
