@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterator
 
 from client.batches import RawBatches
-from protocol.records import HEADER_SIZE, BatchHeader, detach_producer, iter_records
+from protocol.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader, detach_producer, iter_records, parse_batch_header
 
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 _ABORT = 0
@@ -55,9 +55,14 @@ def copyable(fetched: RawBatches, start: int) -> Iterator[tuple[BatchHeader, byt
 
 
 def for_target(data: bytes) -> bytes:
-    """The bytes to produce for a source batch."""
+    """The bytes to produce for a source batch: the same object unless producer fields must go
+    (a plain batch, the common case, is not copied)."""
+    header = parse_batch_header(data)
+    if header.producer_id == NO_PRODUCER_ID and not header.is_transactional:
+        return data
     buf = bytearray(data)
-    return bytes(buf) if detach_producer(buf) else data
+    detach_producer(buf)
+    return bytes(buf)
 
 
 def same_batch(aggregate: BatchHeader, aggregate_data: bytes, source: BatchHeader, source_data: bytes) -> bool:
