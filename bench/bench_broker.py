@@ -74,8 +74,8 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol.headers import encode_request
-from protocol.messages import FetchRequest
+from tributary.protocol.headers import encode_request
+from tributary.protocol.messages import FetchRequest
 
 from . import common
 from .bench_records import make_corpus

@@ -67,9 +67,9 @@ from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from client.consumer import Consumer
-from client.metadata import TopicPartition as ClientTopicPartition
-from client.producer import Producer, RecordHandle
+from tributary.client.consumer.consumer import Consumer
+from tributary.client.producer.producer import Producer, RecordHandle
+from tributary.client.wire.metadata import TopicPartition as ClientTopicPartition
 
 from . import common
 from .bench_records import make_corpus

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import crc32c as crc32c_package
 import crcmod.predefined
 
-from protocol import crc32c as protocol_crc32c
+from tributary.protocol import crc32c as protocol_crc32c
 
 from . import common
 from .common import Rate

@@ -71,10 +71,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from prometheus_client.parser import text_string_to_metric_families
 
-from client.blocking import BlockingFetcher
-from client.consumer import Consumer as OurConsumer
-from client.metadata import TopicPartition
-from client.producer import Producer as OurProducer
+from tributary.client.blocking import BlockingFetcher
+from tributary.client.consumer.consumer import Consumer as OurConsumer
+from tributary.client.producer.producer import Producer as OurProducer
+from tributary.client.wire.metadata import TopicPartition
 
 from . import common
 from .bench_records import make_corpus
@@ -224,7 +224,7 @@ class MirrorDaemon(Server):
         ]  # fmt: skip
 
     def start(self) -> MirrorDaemon:
-        self._spawn([sys.executable, "-m", "deploy.cli", *self.args], dict(os.environ, PYTHONPATH=str(ROOT)))
+        self._spawn([sys.executable, "-m", "tributary.deploy.cli", *self.args], dict(os.environ, PYTHONPATH=str(ROOT)))
         deadline = time.monotonic() + 60
         while "event=started" not in self.log_path.read_text(errors="replace"):
             if not self.alive():

@@ -37,9 +37,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.compression import Compression
-from protocol.crc32c import IMPLEMENTATION
-from protocol.records import BatchBuilder, iter_records, validate_batch
+from tributary.protocol.compression import Compression
+from tributary.protocol.crc32c import IMPLEMENTATION
+from tributary.protocol.records import BatchBuilder, iter_records, validate_batch
 
 from . import common
 

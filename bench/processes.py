@@ -21,8 +21,8 @@ import time
 import zipfile
 from pathlib import Path
 
-from protocol.headers import decode_response, encode_request
-from protocol.messages import ApiKey, MetadataRequest
+from tributary.protocol.headers import decode_response, encode_request
+from tributary.protocol.messages import ApiKey, MetadataRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
@@ -263,7 +263,7 @@ class Tributary(Broker):
         ]  # fmt: skip
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         if self.profile is None:
-            self._spawn([sys.executable, "-m", "deploy.cli", *args], env)
+            self._spawn([sys.executable, "-m", "tributary.deploy.cli", *args], env)
         else:
             self._spawn([sys.executable, "-c", _PROFILE_WRAPPER, str(self.profile), *args], env)
         self.wait_ready()
@@ -282,7 +282,7 @@ def _toml(value: object) -> str:
 # and returns from main(), after which the stats are dumped.
 _PROFILE_WRAPPER = """
 import cProfile, sys
-from deploy import cli
+from tributary.deploy.cli import main as cli
 out, args = sys.argv[1], sys.argv[2:]
 profiler = cProfile.Profile()
 try:

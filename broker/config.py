@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .group.config import GroupConfig
-from .log.config import LogConfig
+from tributary.broker.group.config import GroupConfig
+from tributary.broker.log.config import LogConfig
 
 
 class ConfigError(ValueError):

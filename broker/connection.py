@@ -21,18 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from protocol.errors import ProtocolError
-from protocol.framing import FrameDecoder
-from protocol.headers import decode_request_body, decode_request_header, encode_response_parts
-from protocol.messages import ApiKey
-from protocol.supported import is_supported
-
-from .context import CloseConnection, RequestContext
-from .handlers import HANDLERS, unsupported_api_versions_response
-from .transport import send_parts
+from tributary.broker.context import CloseConnection, RequestContext
+from tributary.broker.handlers import HANDLERS, unsupported_api_versions_response
+from tributary.broker.transport import send_parts
+from tributary.protocol.errors import ProtocolError
+from tributary.protocol.framing import FrameDecoder
+from tributary.protocol.headers import decode_request_body, decode_request_header, encode_response_parts
+from tributary.protocol.messages import ApiKey
+from tributary.protocol.supported import is_supported
 
 if TYPE_CHECKING:
-    from .state import Broker
+    from tributary.broker.state import Broker
 
 log = logging.getLogger(__name__)
 

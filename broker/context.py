@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from protocol.headers import RequestEnvelope
+from tributary.protocol.headers import RequestEnvelope
 
 if TYPE_CHECKING:
-    from .state import Broker
+    from tributary.broker.state import Broker
 
 
 class CloseConnection(Exception):

@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from protocol.messages import API_MESSAGES, ApiKey
+from tributary.protocol.messages import API_MESSAGES, ApiKey
 
 #: Request handling time, from the decoded header to the encoded response. Fetch
 #: long-polls (max_wait_ms, 500 ms by default) and JoinGroup waits for the other

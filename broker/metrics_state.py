@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .group.group import GroupState
+from tributary.broker.group.group import GroupState
 
 if TYPE_CHECKING:
-    from .state import Broker
+    from tributary.broker.state import Broker
 
 #: The values of tributary_broker_zookeeper_session_state's ``state`` label.
 ZK_STATES = ("connected", "suspended", "lost")

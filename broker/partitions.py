@@ -14,11 +14,10 @@ from collections.abc import Iterable
 
 import trio
 
-from protocol.error_codes import ErrorCode
-
-from .cluster.model import AssignmentChange, ClusterSnapshot
-from .log.log import PartitionLog
-from .log.manager import LogManager
+from tributary.broker.cluster.model import AssignmentChange, ClusterSnapshot
+from tributary.broker.log.log import PartitionLog
+from tributary.broker.log.manager import LogManager
+from tributary.protocol.error_codes import ErrorCode
 
 log = logging.getLogger(__name__)
 

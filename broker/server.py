@@ -14,15 +14,15 @@ from functools import partial
 
 import trio
 
-from .cluster.model import BrokerInfo
-from .cluster.registry import ClusterRegistry
-from .config import BrokerConfig
-from .connection import serve_connection
-from .log.manager import LogManager
-from .metrics import BrokerMetrics
-from .metrics_http import open_metrics_listeners, serve_metrics
-from .metrics_state import BrokerStateCollector
-from .state import Broker
+from tributary.broker.cluster.model import BrokerInfo
+from tributary.broker.cluster.registry import ClusterRegistry
+from tributary.broker.config import BrokerConfig
+from tributary.broker.connection import serve_connection
+from tributary.broker.log.manager import LogManager
+from tributary.broker.metrics import BrokerMetrics
+from tributary.broker.metrics_http import open_metrics_listeners, serve_metrics
+from tributary.broker.metrics_state import BrokerStateCollector
+from tributary.broker.state import Broker
 
 log = logging.getLogger(__name__)
 

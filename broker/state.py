@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from protocol.messages import ApiVersionsResponse
-
-from .cluster.model import ClusterSnapshot
-from .cluster.registry import ClusterRegistry
-from .config import BrokerConfig
-from .group.coordinator import GroupCoordinator
-from .group.offsets_topic import OffsetsTopic
-from .group.service import GroupService
-from .group.storage import OffsetsLogStorage
-from .handlers import HANDLERS
-from .handlers.api_versions import advertised
-from .log.manager import LogManager
-from .metrics import BrokerMetrics
-from .partitions import PartitionManager
+from tributary.broker.cluster.model import ClusterSnapshot
+from tributary.broker.cluster.registry import ClusterRegistry
+from tributary.broker.config import BrokerConfig
+from tributary.broker.group.coordinator import GroupCoordinator
+from tributary.broker.group.offsets_topic import OffsetsTopic
+from tributary.broker.group.service import GroupService
+from tributary.broker.group.storage import OffsetsLogStorage
+from tributary.broker.handlers import HANDLERS
+from tributary.broker.handlers.api_versions import advertised
+from tributary.broker.log.manager import LogManager
+from tributary.broker.metrics import BrokerMetrics
+from tributary.broker.partitions import PartitionManager
+from tributary.protocol.messages import ApiVersionsResponse
 
 
 class ProducerIds:

@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from protocol.error_codes import ErrorCode
-
-from .cluster.errors import ClusterError, UnknownTopicError
-from .topics import topic_config_error
+from tributary.broker.cluster.errors import ClusterError, UnknownTopicError
+from tributary.broker.topics import topic_config_error
+from tributary.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
-    from .state import Broker
+    from tributary.broker.state import Broker
 
 TOPIC = 2
 BROKER = 4

@@ -5,15 +5,18 @@ May import: protocol, trio (see ../shared/DESIGN.md and the import-linter contra
 
 Layering, bottom up (docs/client.md has the whole picture):
 
-- sans-IO, no trio: ``errors``, ``config``, ``versions`` (ApiVersions
-  negotiation), ``metadata`` (cluster snapshots), ``batches`` (raw batches,
-  fetch/produce/list-offsets requests and answers);
-- Trio: ``connection`` (one pipelined broker connection), ``cluster``
-  (metadata cache, connection pool, coordinators), ``admin``, ``raw``;
+- sans-IO, no trio: ``errors``, ``config``, ``wire.versions`` (ApiVersions
+  negotiation), ``wire.metadata`` (cluster snapshots), ``raw.batches`` (raw
+  batches, fetch/produce/list-offsets requests and answers);
+- Trio: ``wire`` (one pipelined broker connection; the cluster's metadata
+  cache, connection pool and coordinators), ``producer``, ``consumer``,
+  ``group`` (membership, offsets, assignors), ``admin``, ``raw`` (the mirror's
+  raw batches);
 - blocking, no trio: ``blocking`` (the Spark executors' fetcher).
 
-The names below are imported lazily, on first use: ``import client.blocking``
-must not import trio, and importing a package runs its ``__init__``.
+The names below are imported lazily, on first use: ``import
+tributary.client.blocking`` must not import trio, and importing a package runs
+its ``__init__`` (so no sub-package ``__init__`` imports anything either).
 """
 
 from __future__ import annotations
@@ -22,42 +25,42 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .admin import Admin, NewTopic
-    from .batches import EARLIEST, LATEST, ListedOffset, ProduceResult, RawBatches
-    from .blocking import BlockingFetcher
-    from .cluster import Cluster
-    from .config import ClientConfig
-    from .connection import BrokerConnection, connect
-    from .consumer import Consumer
-    from .consumer_record import ConsumerRecord
-    from .errors import KafkaConnectionError, KafkaError
-    from .metadata import ClusterMetadata, TopicPartition
-    from .producer import Producer, RecordHandle, RecordMetadata
-    from .raw import RawClient
+    from tributary.client.admin.admin import Admin, NewTopic
+    from tributary.client.blocking import BlockingFetcher
+    from tributary.client.config import ClientConfig
+    from tributary.client.consumer.consumer import Consumer
+    from tributary.client.consumer.record import ConsumerRecord
+    from tributary.client.errors import KafkaConnectionError, KafkaError
+    from tributary.client.producer.producer import Producer, RecordHandle, RecordMetadata
+    from tributary.client.raw.batches import EARLIEST, LATEST, ListedOffset, ProduceResult, RawBatches
+    from tributary.client.raw.client import RawClient
+    from tributary.client.wire.cluster import Cluster
+    from tributary.client.wire.connection import BrokerConnection, connect
+    from tributary.client.wire.metadata import ClusterMetadata, TopicPartition
 
 _EXPORTS = {
-    "EARLIEST": "batches",
-    "LATEST": "batches",
-    "Admin": "admin",
+    "EARLIEST": "raw.batches",
+    "LATEST": "raw.batches",
+    "Admin": "admin.admin",
     "BlockingFetcher": "blocking",
-    "BrokerConnection": "connection",
+    "BrokerConnection": "wire.connection",
     "ClientConfig": "config",
-    "Cluster": "cluster",
-    "ClusterMetadata": "metadata",
-    "Consumer": "consumer",
-    "ConsumerRecord": "consumer_record",
+    "Cluster": "wire.cluster",
+    "ClusterMetadata": "wire.metadata",
+    "Consumer": "consumer.consumer",
+    "ConsumerRecord": "consumer.record",
     "KafkaConnectionError": "errors",
     "KafkaError": "errors",
-    "ListedOffset": "batches",
-    "NewTopic": "admin",
-    "ProduceResult": "batches",
-    "Producer": "producer",
-    "RawBatches": "batches",
-    "RawClient": "raw",
-    "RecordHandle": "producer",
-    "RecordMetadata": "producer",
-    "TopicPartition": "metadata",
-    "connect": "connection",
+    "ListedOffset": "raw.batches",
+    "NewTopic": "admin.admin",
+    "ProduceResult": "raw.batches",
+    "Producer": "producer.producer",
+    "RawBatches": "raw.batches",
+    "RawClient": "raw.client",
+    "RecordHandle": "producer.producer",
+    "RecordMetadata": "producer.producer",
+    "TopicPartition": "wire.metadata",
+    "connect": "wire.connection",
 }
 
 

@@ -24,14 +24,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from protocol.errors import ProtocolError
-from protocol.framing import FrameDecoder
-from protocol.headers import decode_response, encode_request, peek_correlation_id
-from protocol.messages import ApiKey, FetchResponse, ListOffsetsResponse, MetadataRequest, MetadataResponse
-from protocol.records import Record
-from protocol.schema import Declared
-
-from .batches import (
+from tributary.client.config import ClientConfig
+from tributary.client.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaProtocolError,
+    LeaderNotAvailableError,
+    NoBrokersAvailableError,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
+from tributary.client.raw.batches import (
     DEFAULT_MAX_WAIT_MS,
     DEFAULT_PARTITION_MAX_BYTES,
     EARLIEST,
@@ -45,25 +49,20 @@ from .batches import (
     parse_fetch_response,
     parse_list_offsets_response,
 )
-from .config import ClientConfig
-from .errors import (
-    KafkaConnectionError,
-    KafkaError,
-    KafkaProtocolError,
-    LeaderNotAvailableError,
-    NoBrokersAvailableError,
-    OffsetOutOfRangeError,
-    RequestTimedOutError,
-    UnknownTopicOrPartitionError,
-)
-from .metadata import ClusterMetadata, TopicPartition
-from .versions import (
+from tributary.client.wire.metadata import ClusterMetadata, TopicPartition
+from tributary.client.wire.versions import (
     FIRST_API_VERSIONS_VERSION,
     BrokerApiVersions,
     api_versions_request,
     decode_api_versions,
     retry_version,
 )
+from tributary.protocol.errors import ProtocolError
+from tributary.protocol.framing import FrameDecoder
+from tributary.protocol.headers import decode_response, encode_request, peek_correlation_id
+from tributary.protocol.messages import ApiKey, FetchResponse, ListOffsetsResponse, MetadataRequest, MetadataResponse
+from tributary.protocol.records import Record
+from tributary.protocol.schema import Declared
 
 RECEIVE_CHUNK = 256 * 1024
 #: How often a request is retried after a leader change or a lost connection.

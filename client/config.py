@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from protocol.framing import DEFAULT_MAX_FRAME_SIZE
+from tributary.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 #: What the client tells brokers it is (ApiVersions v3+ ``client_software_*``).
 CLIENT_SOFTWARE_NAME = "tributary"

@@ -20,7 +20,7 @@ This module imports neither trio nor sockets: the blocking fetcher uses it.
 
 from __future__ import annotations
 
-from protocol.error_codes import ErrorCode
+from tributary.protocol.error_codes import ErrorCode
 
 
 class KafkaError(Exception):

@@ -1,4 +1,4 @@
-"""The topology file, config rendering, the local launcher and the ``tributary`` command.
+"""The topology file, the local launcher (``appliance/``) and the ``tributary`` command (``cli/``).
 
 May import every other package.
 """

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .main import PROG, run
-from .options import add_arguments
+from tributary.loader.main import PROG, run
+from tributary.loader.options import add_arguments
 
 
 def main() -> int:

@@ -22,19 +22,18 @@ from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 
-from client.blocking import BlockingFetcher
-from client.errors import KafkaError
-
-from . import hooks
-from .errors import LoadError
-from .hadoop import FileExists, HadoopFS
-from .manifest import build_manifest, by_topic
-from .options import LoadOptions
-from .plan import Bounds, Plan, list_bounds, make_plan, matching_topics, records_per_range
-from .session import start_session
-from .stage import StagedFile, describe_staging, write_staging
-from .state import StateStore, run_id
-from .summary import Summary, merge_gaps
+from tributary.client.blocking import BlockingFetcher
+from tributary.client.errors import KafkaError
+from tributary.loader import hooks
+from tributary.loader.errors import LoadError
+from tributary.loader.hadoop import FileExists, HadoopFS
+from tributary.loader.manifest import build_manifest, by_topic
+from tributary.loader.options import LoadOptions
+from tributary.loader.plan import Bounds, Plan, list_bounds, make_plan, matching_topics, records_per_range
+from tributary.loader.session import start_session
+from tributary.loader.stage import StagedFile, describe_staging, write_staging
+from tributary.loader.state import StateStore, run_id
+from tributary.loader.summary import Summary, merge_gaps
 
 log = logging.getLogger("tributary.load")
 

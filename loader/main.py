@@ -8,11 +8,11 @@ import logging
 import re
 import sys
 
-from .errors import LoadError
-from .job import load
-from .options import load_options
-from .state import StateError
-from .summary import Summary, table, write_reports
+from tributary.loader.errors import LoadError
+from tributary.loader.job import load
+from tributary.loader.options import load_options
+from tributary.loader.state import StateError
+from tributary.loader.summary import Summary, table, write_reports
 
 PROG = "tributary load"
 # The line of a Python worker's traceback (relayed by Spark) that says what went wrong.

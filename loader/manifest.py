@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .naming import split_topic
-from .plan import Plan
-from .stage import StagedFile
+from tributary.loader.naming import split_topic
+from tributary.loader.plan import Plan
+from tributary.loader.stage import StagedFile
 
 
 def _iso(ms: int) -> str:

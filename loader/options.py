@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from .errors import LoadError
+from tributary.loader.errors import LoadError
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_MAX_RECORDS_PER_TASK = 1_000_000

@@ -22,10 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from client.blocking import BlockingFetcher
-from client.errors import KafkaError
-
-from .errors import LoadError
+from tributary.client.blocking import BlockingFetcher
+from tributary.client.errors import KafkaError
+from tributary.loader.errors import LoadError
 
 #: topic -> partition -> offset
 Offsets = dict[str, dict[int, int]]

@@ -18,13 +18,12 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from client.blocking import BlockingFetcher
-from client.errors import KafkaError
-
-from .hooks import DRIVER_PID_ENV, KILL_ENV, kill_process_tree
-from .naming import split_topic
-from .plan import Range
-from .schema import ARROW_SCHEMA, HEADER
+from tributary.client.blocking import BlockingFetcher
+from tributary.client.errors import KafkaError
+from tributary.loader.hooks import DRIVER_PID_ENV, KILL_ENV, kill_process_tree
+from tributary.loader.naming import split_topic
+from tributary.loader.plan import Range
+from tributary.loader.schema import ARROW_SCHEMA, HEADER
 
 #: A batch handed to Spark holds at most this many records, or about this many bytes.
 CHUNK_RECORDS = 16_384

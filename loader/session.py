@@ -8,7 +8,7 @@ import sys
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from .options import DEFAULT_MASTER
+from tributary.loader.options import DEFAULT_MASTER
 
 
 def start_session(master: str | None) -> SparkSession:

@@ -12,11 +12,11 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from .errors import LoadError
-from .hadoop import HadoopFS
-from .plan import Plan
-from .read import read_ranges
-from .schema import PARTITION_COLUMNS, RANGE_SCHEMA, SPARK_SCHEMA
+from tributary.loader.errors import LoadError
+from tributary.loader.hadoop import HadoopFS
+from tributary.loader.plan import Plan
+from tributary.loader.read import read_ranges
+from tributary.loader.schema import PARTITION_COLUMNS, RANGE_SCHEMA, SPARK_SCHEMA
 
 PARQUET_COMPRESSION = "zstd"
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"

@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .hadoop import FileExists, HadoopFS
-from .plan import Offsets, Plan, offsets_from_json, offsets_to_json
+from tributary.loader.hadoop import FileExists, HadoopFS
+from tributary.loader.plan import Offsets, Plan, offsets_from_json, offsets_to_json
 
 STATE_DIR = "_tributary"
 _RUN_FILE = re.compile(r"^(\d{8})\.json$")

@@ -16,8 +16,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from client.batches import RawBatches
-from protocol.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader, detach_producer, iter_records, parse_batch_header
+from tributary.client.raw.batches import RawBatches
+from tributary.protocol.records import (
+    HEADER_SIZE,
+    NO_PRODUCER_ID,
+    BatchHeader,
+    detach_producer,
+    iter_records,
+    parse_batch_header,
+)
 
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 _ABORT = 0

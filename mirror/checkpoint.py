@@ -19,9 +19,9 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from client.cluster import Cluster
-from client.metadata import TopicPartition
-from client.offsets import NO_GENERATION, GroupOffsets, OffsetAndMetadata
+from tributary.client.group.offsets import NO_GENERATION, GroupOffsets, OffsetAndMetadata
+from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.metadata import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

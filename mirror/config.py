@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from client.cluster import parse_bootstrap
+from tributary.client.wire.cluster import parse_bootstrap
 
 #: The compacted topic in the aggregate cluster that maps copied batches to
 #: aggregate offsets, for offset translation (see docs/mirror.md).

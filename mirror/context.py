@@ -6,19 +6,18 @@ from dataclasses import dataclass, field
 
 import trio
 
-from client.admin import Admin
-from client.cluster import Cluster
-from client.group import GroupMember
-from client.raw import RawClient
-
-from .checkpoint import CheckpointStore
-from .config import MirrorConfig
-from .flow import ByteBudget, Throttle
-from .links import Link
-from .mapping import MappingWriter
-from .metrics import MirrorMetrics
-from .produce import ProduceMux
-from .topics import AggregateTopics
+from tributary.client.admin.admin import Admin
+from tributary.client.group.membership import GroupMember
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import Cluster
+from tributary.mirror.checkpoint import CheckpointStore
+from tributary.mirror.config import MirrorConfig
+from tributary.mirror.flow import ByteBudget, Throttle
+from tributary.mirror.links import Link
+from tributary.mirror.mapping import MappingWriter
+from tributary.mirror.metrics import MirrorMetrics
+from tributary.mirror.produce import ProduceMux
+from tributary.mirror.topics import AggregateTopics
 
 
 @dataclass(eq=False)

@@ -28,27 +28,26 @@ from dataclasses import dataclass
 import trio
 from prometheus_client import CollectorRegistry
 
-from client.cluster import Cluster
-from client.config import ClientConfig
-from client.consumer_config import ConsumerConfig
-from client.errors import KafkaError
-from client.group import GroupMember, MemberState
-from client.metadata import ClusterMetadata, TopicPartition
-from client.offsets import GroupOffsets, OffsetAndMetadata
-from client.producer import Producer
-
-from .checkpoint import CheckpointStore
-from .config import MirrorConfig
-from .context import MirrorContext
-from .fetcher import SourceFetcher
-from .flow import ByteBudget, Throttle
-from .links import Link
-from .mapping import MappingWriter
-from .metrics import MirrorMetrics
-from .naming import TopicFilter, aggregate_topic
-from .partition import PartitionCopier, PartitionState
-from .produce import ProduceMux
-from .topics import AggregateTopics
+from tributary.client.config import ClientConfig
+from tributary.client.consumer.config import ConsumerConfig
+from tributary.client.errors import KafkaError
+from tributary.client.group.membership import GroupMember, MemberState
+from tributary.client.group.offsets import GroupOffsets, OffsetAndMetadata
+from tributary.client.producer.producer import Producer
+from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.metadata import ClusterMetadata, TopicPartition
+from tributary.mirror.checkpoint import CheckpointStore
+from tributary.mirror.config import MirrorConfig
+from tributary.mirror.context import MirrorContext
+from tributary.mirror.fetcher import SourceFetcher
+from tributary.mirror.flow import ByteBudget, Throttle
+from tributary.mirror.links import Link
+from tributary.mirror.mapping import MappingWriter
+from tributary.mirror.metrics import MirrorMetrics
+from tributary.mirror.naming import TopicFilter, aggregate_topic
+from tributary.mirror.partition import PartitionCopier, PartitionState
+from tributary.mirror.produce import ProduceMux
+from tributary.mirror.topics import AggregateTopics
 
 log = logging.getLogger("tributary.mirror")
 

@@ -20,12 +20,11 @@ from collections.abc import Callable
 
 import trio
 
-from client.batches import READ_COMMITTED, RawBatches
-from client.errors import KafkaConnectionError, KafkaError, OffsetOutOfRangeError
-from client.metadata import TopicPartition
-
-from .context import MirrorContext
-from .partition import Delivery, PartitionState
+from tributary.client.errors import KafkaConnectionError, KafkaError, OffsetOutOfRangeError
+from tributary.client.raw.batches import READ_COMMITTED, RawBatches
+from tributary.client.wire.metadata import TopicPartition
+from tributary.mirror.context import MirrorContext
+from tributary.mirror.partition import Delivery, PartitionState
 
 log = logging.getLogger("tributary.mirror")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from .metrics import MirrorMetrics
+from tributary.mirror.metrics import MirrorMetrics
 
 log = logging.getLogger("tributary.mirror")
 

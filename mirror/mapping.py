@@ -9,10 +9,9 @@ lacks an entry for data the mirror considers done.
 
 from __future__ import annotations
 
-from client.accumulator import RecordHandle
-from client.producer import Producer
-
-from .translation import MappingEntry
+from tributary.client.producer.accumulator import RecordHandle
+from tributary.client.producer.producer import Producer
+from tributary.mirror.translation import MappingEntry
 
 
 class MappingWriter:

@@ -22,16 +22,15 @@ from dataclasses import dataclass, field
 
 import trio
 
-from client.batches import RawBatches
-from client.errors import KafkaConnectionError, KafkaError
-from client.metadata import TopicPartition
-from protocol.records import BatchHeader
-
-from .batches import copyable, for_target
-from .checkpoint import Checkpoint
-from .context import MirrorContext
-from .recovery import RecoveryError, reconcile
-from .translation import MappingEntry
+from tributary.client.errors import KafkaConnectionError, KafkaError
+from tributary.client.raw.batches import RawBatches
+from tributary.client.wire.metadata import TopicPartition
+from tributary.mirror.batches import copyable, for_target
+from tributary.mirror.checkpoint import Checkpoint
+from tributary.mirror.context import MirrorContext
+from tributary.mirror.recovery import RecoveryError, reconcile
+from tributary.mirror.translation import MappingEntry
+from tributary.protocol.records import BatchHeader
 
 log = logging.getLogger("tributary.mirror")
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import trio
 
-from client.batches import ProduceResult
-from client.cluster import Cluster
-from client.errors import KafkaError
-from client.metadata import TopicPartition
-from client.raw import RawClient
+from tributary.client.errors import KafkaError
+from tributary.client.raw.batches import ProduceResult
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.metadata import TopicPartition
 
 
 @dataclass(eq=False)

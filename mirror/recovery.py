@@ -22,15 +22,14 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
-from client.admin import Admin
-from client.batches import READ_COMMITTED, RawBatches
-from client.errors import OffsetOutOfRangeError
-from client.metadata import TopicPartition
-from client.raw import RawClient
-from protocol.records import BatchHeader
-
-from .batches import copyable, for_target, same_batch
-from .checkpoint import Checkpoint
+from tributary.client.admin.admin import Admin
+from tributary.client.errors import OffsetOutOfRangeError
+from tributary.client.raw.batches import READ_COMMITTED, RawBatches
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.metadata import TopicPartition
+from tributary.mirror.batches import copyable, for_target, same_batch
+from tributary.mirror.checkpoint import Checkpoint
+from tributary.protocol.records import BatchHeader
 
 log = logging.getLogger("tributary.mirror")
 

@@ -14,13 +14,12 @@ import logging
 
 import trio
 
-from client.admin import Admin
-from client.cluster import Cluster
-from client.configs import ResourceType
-from client.errors import InvalidConfigError, KafkaError
-
-from .config import MirrorConfig
-from .naming import aggregate_topic
+from tributary.client.admin.admin import Admin
+from tributary.client.admin.configs import ResourceType
+from tributary.client.errors import InvalidConfigError, KafkaError
+from tributary.client.wire.cluster import Cluster
+from tributary.mirror.config import MirrorConfig
+from tributary.mirror.naming import aggregate_topic
 
 log = logging.getLogger("tributary.mirror")
 

@@ -13,16 +13,15 @@ from dataclasses import dataclass
 
 import trio
 
-from client.admin import Admin
-from client.batches import RawBatches
-from client.cluster import Cluster
-from client.metadata import TopicPartition
-from client.offsets import NO_GENERATION, GroupOffsets, OffsetAndMetadata
-from client.raw import RawClient
-
-from .checkpoint import CheckpointStore
-from .naming import TopicFilter, aggregate_topic
-from .translation import MappingEntry, PartitionMap, TranslationError, partition_maps
+from tributary.client.admin.admin import Admin
+from tributary.client.group.offsets import NO_GENERATION, GroupOffsets, OffsetAndMetadata
+from tributary.client.raw.batches import RawBatches
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.metadata import TopicPartition
+from tributary.mirror.checkpoint import CheckpointStore
+from tributary.mirror.naming import TopicFilter, aggregate_topic
+from tributary.mirror.translation import MappingEntry, PartitionMap, TranslationError, partition_maps
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ every piece is testable with plain bytes. The layers, bottom up:
 Malformed input raises :class:`ProtocolError` (or a subclass) and nothing else.
 """
 
-from .errors import (
+from tributary.protocol.errors import (
     CodecUnavailableError,
     CorruptRecordError,
     FrameTooLargeError,

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .errors import ProtocolError, UnsupportedVersionError
-from .primitives import Reader, Writer
-from .schema import Declared, Field, Struct, Versions
+from tributary.protocol.errors import ProtocolError, UnsupportedVersionError
+from tributary.protocol.primitives import Reader, Writer
+from tributary.protocol.schema import Declared, Field, Struct, Versions
 
 ReadFn = Callable[[Reader], Any]
 WriteFn = Callable[[Writer, Any], None]

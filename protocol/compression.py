@@ -32,8 +32,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .crc32c import BytesLike
-from .errors import CodecUnavailableError, CorruptRecordError
+from tributary.protocol.crc32c import BytesLike
+from tributary.protocol.errors import CodecUnavailableError, CorruptRecordError
 
 
 class Compression(enum.IntEnum):

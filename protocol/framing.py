@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from .errors import FrameTooLargeError, ProtocolError
+from tributary.protocol.errors import FrameTooLargeError, ProtocolError
 
 _LENGTH = struct.Struct(">i")
 

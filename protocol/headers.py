@@ -20,11 +20,11 @@ from collections.abc import Sized
 from dataclasses import dataclass
 from typing import Any
 
-from . import codec
-from .errors import ProtocolError, UnsupportedVersionError
-from .messages import API_MESSAGES, ApiKey, RequestHeader, ResponseHeader
-from .primitives import Reader, Writer
-from .schema import Declared
+from tributary.protocol import codec
+from tributary.protocol.errors import ProtocolError, UnsupportedVersionError
+from tributary.protocol.messages import API_MESSAGES, ApiKey, RequestHeader, ResponseHeader
+from tributary.protocol.primitives import Reader, Writer
+from tributary.protocol.schema import Declared
 
 _LENGTH = struct.Struct(">i")
 

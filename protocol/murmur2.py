@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from .crc32c import BytesLike
+from tributary.protocol.crc32c import BytesLike
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995

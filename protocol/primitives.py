@@ -17,7 +17,7 @@ import struct
 import uuid
 from collections.abc import Sized
 
-from .errors import ProtocolError
+from tributary.protocol.errors import ProtocolError
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")

@@ -35,10 +35,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeAlias, TypeVar, overload
 
-from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
-from .crc32c import BytesLike, crc32c
-from .errors import CorruptRecordError, UnsupportedMagicError
-from .primitives import encode_varint
+from tributary.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
+from tributary.protocol.crc32c import BytesLike, crc32c
+from tributary.protocol.errors import CorruptRecordError, UnsupportedMagicError
+from tributary.protocol.primitives import encode_varint
 
 Header: TypeAlias = tuple[str, bytes | None]
 Headers: TypeAlias = tuple[Header, ...]

@@ -8,8 +8,8 @@ version must round-trip through the codec (the tests check it).
 
 from __future__ import annotations
 
-from .messages import ApiKey
-from .schema import Versions
+from tributary.protocol.messages import ApiKey
+from tributary.protocol.schema import Versions
 
 SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.PRODUCE: Versions(3, 8),

@@ -5,7 +5,7 @@
     ansible-playbook -i ansible/inventories/topology.py ansible/site.yml
     ansible/inventories/topology.py --topology FILE --list | --host HOST | --static
 
-The topology (deploy/topology.py) is the one description of the appliance; this script only
+The topology (deploy/appliance/topology.py) is the one description of the appliance; this script only
 projects it onto hosts, so the inventory cannot drift from what `tributary up` runs:
 
 - one group per datacenter, holding every host that runs something there (named after the
@@ -44,7 +44,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 try:
-    from deploy.topology import Cluster, Topology, TopologyError, load_topology
+    from tributary.deploy.appliance.topology import Cluster, Topology, TopologyError, load_topology
 except ImportError as missing:  # Ansible ran us with a Python that lacks the package's dependencies.
     checkout_python = REPO_ROOT / ".venv" / "bin" / "python"
     if checkout_python.exists() and Path(sys.executable).absolute() != checkout_python.absolute():

@@ -4,7 +4,7 @@ Start `ClusterRegistry.run` in the broker's nursery; read `registry.snapshot` to
 consume `registry.assignment_changes()` to create and delete local logs.
 """
 
-from broker.cluster.errors import (
+from tributary.broker.cluster.errors import (
     BrokerIdInUseError,
     ClusterError,
     ControllerUnavailableError,
@@ -16,7 +16,7 @@ from broker.cluster.errors import (
     UnknownTopicError,
     ZooKeeperUnavailableError,
 )
-from broker.cluster.model import (
+from tributary.broker.cluster.model import (
     NO_LEADER,
     AssignmentChange,
     BrokerInfo,
@@ -25,7 +25,7 @@ from broker.cluster.model import (
     ReplicaKey,
     TopicInfo,
 )
-from broker.cluster.registry import AssignmentFeed, ClusterRegistry, SnapshotFeed
+from tributary.broker.cluster.registry import AssignmentFeed, ClusterRegistry, SnapshotFeed
 
 __all__ = [
     "NO_LEADER",

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import trio
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from broker.cluster import zk_paths
-from broker.cluster.model import NO_LEADER, ClusterSnapshot
-from broker.cluster.session import (
+from tributary.broker.cluster import zk_paths
+from tributary.broker.cluster.model import NO_LEADER, ClusterSnapshot
+from tributary.broker.cluster.session import (
     CONNECTION_ERRORS,
     ChangeNotifier,
     Check,
@@ -41,7 +41,7 @@ from broker.cluster.session import (
     TransactionFailedError,
     ZkSession,
 )
-from broker.cluster.znodes import (
+from tributary.broker.cluster.znodes import (
     CreateTopicRequest,
     LeaderAndIsr,
     decode_controller_epoch,

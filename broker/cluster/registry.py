@@ -25,9 +25,9 @@ from typing import Any
 import trio
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from broker.cluster import zk_paths
-from broker.cluster.controller import Controller
-from broker.cluster.errors import (
+from tributary.broker.cluster import zk_paths
+from tributary.broker.cluster.controller import Controller
+from tributary.broker.cluster.errors import (
     BrokerIdInUseError,
     ClusterError,
     ControllerUnavailableError,
@@ -39,7 +39,7 @@ from broker.cluster.errors import (
     UnknownTopicError,
     ZooKeeperUnavailableError,
 )
-from broker.cluster.model import (
+from tributary.broker.cluster.model import (
     NO_LEADER,
     AssignmentChange,
     BrokerInfo,
@@ -48,8 +48,15 @@ from broker.cluster.model import (
     ReplicaKey,
     TopicInfo,
 )
-from broker.cluster.session import CONNECTION_ERRORS, ChangeNotifier, Delete, Op, TransactionFailedError, ZkSession
-from broker.cluster.znodes import (
+from tributary.broker.cluster.session import (
+    CONNECTION_ERRORS,
+    ChangeNotifier,
+    Delete,
+    Op,
+    TransactionFailedError,
+    ZkSession,
+)
+from tributary.broker.cluster.znodes import (
     CreatePartitionsRequest,
     CreateTopicRequest,
     decode_broker,

@@ -32,7 +32,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState
 from kazoo.retry import KazooRetry
 
-from broker.cluster.errors import RegistryNotRunningError, ZooKeeperUnavailableError
+from tributary.broker.cluster.errors import RegistryNotRunningError, ZooKeeperUnavailableError
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from broker.cluster.model import BrokerInfo
+from tributary.broker.cluster.model import BrokerInfo
 
 BROKER_VERSION = 5
 TOPIC_VERSION = 3

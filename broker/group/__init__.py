@@ -14,8 +14,8 @@ Sans-IO at the core, trio at the edge:
 
 # The sans-IO core only: importing the package (broker.config does, for GroupConfig)
 # must not pull in trio and the cluster code; the driver is ``broker.group.service``.
-from .config import GroupConfig
-from .coordinator import GroupCoordinator
-from .placement import OFFSETS_TOPIC, partition_for
+from tributary.broker.group.config import GroupConfig
+from tributary.broker.group.coordinator import GroupCoordinator
+from tributary.broker.group.placement import OFFSETS_TOPIC, partition_for
 
 __all__ = ["OFFSETS_TOPIC", "GroupConfig", "GroupCoordinator", "partition_for"]

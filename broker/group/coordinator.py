@@ -22,13 +22,11 @@ import logging
 from collections.abc import Callable, Collection, Iterable
 from enum import Enum
 
-from protocol.error_codes import ErrorCode
-
-from .config import GroupConfig
-from .group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
-from .member import Ticket
-from .membership import Membership
-from .messages import (
+from tributary.broker.group.config import GroupConfig
+from tributary.broker.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
+from tributary.broker.group.member import Ticket
+from tributary.broker.group.membership import Membership
+from tributary.broker.group.messages import (
     CommitRequest,
     CommitResult,
     Effect,
@@ -43,9 +41,9 @@ from .messages import (
     SyncRequest,
     SyncResult,
 )
-from .offsets import OffsetAndMetadata, TopicPartition
-from .placement import partition_for
-from .records import (
+from tributary.broker.group.offsets import OffsetAndMetadata, TopicPartition
+from tributary.broker.group.placement import partition_for
+from tributary.broker.group.records import (
     GroupKey,
     OffsetKey,
     RecordFormatError,
@@ -57,7 +55,8 @@ from .records import (
     encode_offset_key,
     encode_offset_value,
 )
-from .runtime import Runtime, offset_store_error
+from tributary.broker.group.runtime import Runtime, offset_store_error
+from tributary.protocol.error_codes import ErrorCode
 
 log = logging.getLogger(__name__)
 

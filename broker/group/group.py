@@ -23,14 +23,13 @@ from __future__ import annotations
 from collections import Counter
 from enum import StrEnum
 
-from protocol import codec
-from protocol.errors import ProtocolError
-from protocol.messages import ConsumerProtocolSubscription
-from protocol.supported import CONSUMER_PROTOCOL_VERSIONS
-
-from .member import Member, Ticket
-from .offsets import GroupOffsets
-from .records import StoredGroup, StoredMember
+from tributary.broker.group.member import Member, Ticket
+from tributary.broker.group.offsets import GroupOffsets
+from tributary.broker.group.records import StoredGroup, StoredMember
+from tributary.protocol import codec
+from tributary.protocol.errors import ProtocolError
+from tributary.protocol.messages import ConsumerProtocolSubscription
+from tributary.protocol.supported import CONSUMER_PROTOCOL_VERSIONS
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

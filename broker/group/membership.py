@@ -30,15 +30,22 @@ from __future__ import annotations
 
 import logging
 
-from protocol import codec
-from protocol.error_codes import ErrorCode
-from protocol.messages import ConsumerProtocolAssignment
-
-from .group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
-from .member import Member, Ticket
-from .messages import JoinedMember, JoinRequest, JoinResult, LeaveResult, LeavingMember, SyncRequest, SyncResult
-from .records import encode_group_key, encode_group_value
-from .runtime import Continuation, Runtime, group_store_error
+from tributary.broker.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
+from tributary.broker.group.member import Member, Ticket
+from tributary.broker.group.messages import (
+    JoinedMember,
+    JoinRequest,
+    JoinResult,
+    LeaveResult,
+    LeavingMember,
+    SyncRequest,
+    SyncResult,
+)
+from tributary.broker.group.records import encode_group_key, encode_group_value
+from tributary.broker.group.runtime import Continuation, Runtime, group_store_error
+from tributary.protocol import codec
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import ConsumerProtocolAssignment
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol.error_codes import ErrorCode
-
-from .member import Protocols, Ticket
-from .offsets import OffsetAndMetadata, TopicPartition
+from tributary.broker.group.member import Protocols, Ticket
+from tributary.broker.group.offsets import OffsetAndMetadata, TopicPartition
+from tributary.protocol.error_codes import ErrorCode
 
 # --- requests -------------------------------------------------------------------------
 

@@ -8,13 +8,12 @@ import logging
 
 import trio
 
-from protocol.error_codes import ErrorCode
-
-from ..cluster.errors import ClusterError, TopicExistsError
-from ..cluster.model import BrokerInfo
-from ..cluster.registry import ClusterRegistry
-from .config import GroupConfig
-from .placement import OFFSETS_TOPIC, partition_for
+from tributary.broker.cluster.errors import ClusterError, TopicExistsError
+from tributary.broker.cluster.model import BrokerInfo
+from tributary.broker.cluster.registry import ClusterRegistry
+from tributary.broker.group.config import GroupConfig
+from tributary.broker.group.placement import OFFSETS_TOPIC, partition_for
+from tributary.protocol.error_codes import ErrorCode
 
 log = logging.getLogger(__name__)
 

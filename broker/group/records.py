@@ -32,10 +32,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.errors import ProtocolError
-from protocol.primitives import Reader, Writer
-
-from .offsets import OffsetAndMetadata
+from tributary.broker.group.offsets import OffsetAndMetadata
+from tributary.protocol.errors import ProtocolError
+from tributary.protocol.primitives import Reader, Writer
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2

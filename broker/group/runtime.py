@@ -14,12 +14,11 @@ import itertools
 import uuid
 from collections.abc import Callable, Sequence
 
-from protocol.error_codes import ErrorCode
-
-from .config import GroupConfig
-from .member import Ticket
-from .messages import CommitResult, Effect, JoinResult, Reply, SyncResult, Write
-from .timers import TimerQueue
+from tributary.broker.group.config import GroupConfig
+from tributary.broker.group.member import Ticket
+from tributary.broker.group.messages import CommitResult, Effect, JoinResult, Reply, SyncResult, Write
+from tributary.broker.group.timers import TimerQueue
+from tributary.protocol.error_codes import ErrorCode
 
 #: Called with the write's error code (NONE when it is in the log).
 Continuation = Callable[[ErrorCode], None]

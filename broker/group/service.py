@@ -28,12 +28,10 @@ from typing import Any
 
 import trio
 
-from protocol.error_codes import ErrorCode
-
-from ..cluster.model import ClusterSnapshot
-from ..cluster.registry import ClusterRegistry
-from .coordinator import GroupCoordinator
-from .messages import (
+from tributary.broker.cluster.model import ClusterSnapshot
+from tributary.broker.cluster.registry import ClusterRegistry
+from tributary.broker.group.coordinator import GroupCoordinator
+from tributary.broker.group.messages import (
     CommitRequest,
     CommitResult,
     Effect,
@@ -48,9 +46,10 @@ from .messages import (
     SyncRequest,
     SyncResult,
 )
-from .offsets import TopicPartition
-from .placement import OFFSETS_TOPIC
-from .storage import Storage, StorageError
+from tributary.broker.group.offsets import TopicPartition
+from tributary.broker.group.placement import OFFSETS_TOPIC
+from tributary.broker.group.storage import Storage, StorageError
+from tributary.protocol.error_codes import ErrorCode
 
 log = logging.getLogger(__name__)
 

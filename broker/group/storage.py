@@ -16,16 +16,15 @@ from typing import Protocol
 
 import trio
 
-from protocol.error_codes import ErrorCode
-from protocol.errors import ProtocolError
-from protocol.records import build_batch, iter_batches, iter_records
-
-from ..cluster.model import ClusterSnapshot
-from ..log.errors import LogError
-from ..log.log import PartitionLog
-from ..log.reads import ReadResult
-from ..partitions import PartitionManager
-from .placement import OFFSETS_TOPIC
+from tributary.broker.cluster.model import ClusterSnapshot
+from tributary.broker.group.placement import OFFSETS_TOPIC
+from tributary.broker.log.errors import LogError
+from tributary.broker.log.log import PartitionLog
+from tributary.broker.log.reads import ReadResult
+from tributary.broker.partitions import PartitionManager
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.errors import ProtocolError
+from tributary.protocol.records import build_batch, iter_batches, iter_records
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from protocol.messages import ApiKey
-
-from ..context import RequestContext
-from . import (
+from tributary.broker.context import RequestContext
+from tributary.broker.handlers import (
     alter_configs,
     api_versions,
     create_partitions,
@@ -39,7 +37,8 @@ from . import (
     produce,
     sync_group,
 )
-from .api_versions import unsupported_api_versions_response
+from tributary.broker.handlers.api_versions import unsupported_api_versions_response
+from tributary.protocol.messages import ApiKey
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import AlterConfigsRequest, AlterConfigsResponse
-
-from ..context import RequestContext
-from ..topic_config_changes import Refused, apply, replace_all
+from tributary.broker.context import RequestContext
+from tributary.broker.topic_config_changes import Refused, apply, replace_all
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 
 log = logging.getLogger(__name__)
 

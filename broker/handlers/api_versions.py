@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import ApiKey, ApiVersionsRequest, ApiVersionsResponse
-from protocol.supported import SUPPORTED_VERSIONS
-
-from ..context import RequestContext
+from tributary.broker.context import RequestContext
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import ApiKey, ApiVersionsRequest, ApiVersionsResponse
+from tributary.protocol.supported import SUPPORTED_VERSIONS
 
 
 def advertised(handled: Iterable[ApiKey]) -> list[ApiVersionsResponse.ApiVersion]:

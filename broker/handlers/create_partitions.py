@@ -11,12 +11,16 @@ import logging
 
 import trio
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
-
-from ..cluster.errors import ClusterError, InvalidPartitionsError, TopicCreationRejectedError, UnknownTopicError
-from ..context import RequestContext
-from .create_topics import MAX_PARTITIONS
+from tributary.broker.cluster.errors import (
+    ClusterError,
+    InvalidPartitionsError,
+    TopicCreationRejectedError,
+    UnknownTopicError,
+)
+from tributary.broker.context import RequestContext
+from tributary.broker.handlers.create_topics import MAX_PARTITIONS
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 
 log = logging.getLogger(__name__)
 

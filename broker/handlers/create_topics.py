@@ -10,12 +10,11 @@ import logging
 
 import trio
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import CreateTopicsRequest, CreateTopicsResponse
-
-from ..cluster.errors import ClusterError, TopicExistsError
-from ..context import RequestContext
-from ..topics import colliding_topics, topic_config_error, topic_name_error
+from tributary.broker.cluster.errors import ClusterError, TopicExistsError
+from tributary.broker.context import RequestContext
+from tributary.broker.topics import colliding_topics, topic_config_error, topic_name_error
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 
 log = logging.getLogger(__name__)
 MAX_PARTITIONS = 10_000

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
-
-from ..context import RequestContext
+from tributary.broker.context import RequestContext
+from tributary.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 
 
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:

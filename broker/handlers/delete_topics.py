@@ -6,11 +6,10 @@ import logging
 
 import trio
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
-
-from ..cluster.errors import ClusterError, UnknownTopicError
-from ..context import RequestContext
+from tributary.broker.cluster.errors import ClusterError, UnknownTopicError
+from tributary.broker.context import RequestContext
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 
 log = logging.getLogger(__name__)
 

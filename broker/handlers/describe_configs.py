@@ -8,11 +8,10 @@ Tributary cluster takes its defaults from its own TOML).
 
 from __future__ import annotations
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
-
-from ..context import RequestContext
-from ..topics import ConfigEntry, describe_broker_config, describe_topic_config
+from tributary.broker.context import RequestContext
+from tributary.broker.topics import ConfigEntry, describe_broker_config, describe_topic_config
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 
 TOPIC = 2
 BROKER = 4

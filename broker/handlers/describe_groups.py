@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
-
-from ..context import RequestContext
-from ..group.messages import GroupSummary
+from tributary.broker.context import RequestContext
+from tributary.broker.group.messages import GroupSummary
+from tributary.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
 
 def _described(summary: GroupSummary) -> DescribeGroupsResponse.DescribedGroup:

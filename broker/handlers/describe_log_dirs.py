@@ -8,10 +8,9 @@ are no future replicas.
 
 from __future__ import annotations
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
-
-from ..context import RequestContext
+from tributary.broker.context import RequestContext
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 R = DescribeLogDirsResponse
 

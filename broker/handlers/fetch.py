@@ -18,13 +18,12 @@ from contextlib import ExitStack
 
 import trio
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import FetchRequest, FetchResponse
-
-from ..context import RequestContext
-from ..log.errors import LogClosedError, OffsetOutOfRangeError
-from ..log.log import FileRegion, ReadResult
-from ..partitions import Partition
+from tributary.broker.context import RequestContext
+from tributary.broker.log.errors import LogClosedError, OffsetOutOfRangeError
+from tributary.broker.log.log import FileRegion, ReadResult
+from tributary.broker.partitions import Partition
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import FetchRequest, FetchResponse
 
 
 class FileRecords:

@@ -6,10 +6,9 @@ coordinators do not exist here (transactions are not supported).
 
 from __future__ import annotations
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
-
-from ..context import RequestContext
+from tributary.broker.context import RequestContext
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
 GROUP_KEY_TYPE = 0
 

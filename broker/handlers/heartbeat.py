@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from protocol.messages import HeartbeatRequest, HeartbeatResponse
-
-from ..context import RequestContext
+from tributary.broker.context import RequestContext
+from tributary.protocol.messages import HeartbeatRequest, HeartbeatResponse
 
 
 async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:

@@ -8,11 +8,10 @@ retrying forever.
 
 from __future__ import annotations
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
-
-from ..cluster.errors import ClusterError
-from ..context import RequestContext
+from tributary.broker.cluster.errors import ClusterError
+from tributary.broker.context import RequestContext
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:

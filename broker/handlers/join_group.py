@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from protocol.messages import JoinGroupRequest, JoinGroupResponse
-
-from ..context import RequestContext
-from ..group.messages import JoinRequest
+from tributary.broker.context import RequestContext
+from tributary.broker.group.messages import JoinRequest
+from tributary.protocol.messages import JoinGroupRequest, JoinGroupResponse
 
 #: From this version a new dynamic member first gets MEMBER_ID_REQUIRED (KIP-394).
 MEMBER_ID_REQUIRED_VERSION = 4

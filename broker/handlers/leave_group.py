@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import LeaveGroupRequest, LeaveGroupResponse
-
-from ..context import RequestContext
-from ..group.messages import LeavingMember
+from tributary.broker.context import RequestContext
+from tributary.broker.group.messages import LeavingMember
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
 #: From this version a request names several members and gets an error for each.
 BATCH_VERSION = 3

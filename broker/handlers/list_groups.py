@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from protocol.messages import ListGroupsRequest, ListGroupsResponse
-
-from ..context import RequestContext
+from tributary.broker.context import RequestContext
+from tributary.protocol.messages import ListGroupsRequest, ListGroupsResponse
 
 
 async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:

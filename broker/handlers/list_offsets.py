@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
-
-from ..context import RequestContext
+from tributary.broker.context import RequestContext
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
 LATEST = -1
 EARLIEST = -2

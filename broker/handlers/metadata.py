@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import logging
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import MetadataRequest, MetadataResponse
-
-from ..cluster.errors import ClusterError, TopicExistsError
-from ..cluster.model import ClusterSnapshot, TopicInfo
-from ..context import RequestContext
-from ..group.placement import OFFSETS_TOPIC
-from ..topics import colliding_topics, topic_name_error
+from tributary.broker.cluster.errors import ClusterError, TopicExistsError
+from tributary.broker.cluster.model import ClusterSnapshot, TopicInfo
+from tributary.broker.context import RequestContext
+from tributary.broker.group.placement import OFFSETS_TOPIC
+from tributary.broker.topics import colliding_topics, topic_name_error
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import MetadataRequest, MetadataResponse
 
 log = logging.getLogger(__name__)
 

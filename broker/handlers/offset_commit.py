@@ -7,12 +7,11 @@ acknowledged once its record is in the log.
 
 from __future__ import annotations
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
-
-from ..context import RequestContext
-from ..group.messages import CommitRequest
-from ..group.offsets import OffsetAndMetadata, TopicPartition
+from tributary.broker.context import RequestContext
+from tributary.broker.group.messages import CommitRequest
+from tributary.broker.group.offsets import OffsetAndMetadata, TopicPartition
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 
 #: The request carries a retention time in these versions (-1: the broker's).
 RETENTION_VERSIONS = range(2, 5)

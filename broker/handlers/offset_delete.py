@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
-
-from ..context import RequestContext
+from tributary.broker.context import RequestContext
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 
 
 async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:

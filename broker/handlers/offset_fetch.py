@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import OffsetFetchRequest, OffsetFetchResponse
-
-from ..context import RequestContext
-from ..group.offsets import OffsetAndMetadata
+from tributary.broker.context import RequestContext
+from tributary.broker.group.offsets import OffsetAndMetadata
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 
 #: From this version the response has a top-level error, and a null topic list asks for everything.
 TOP_LEVEL_ERROR_VERSION = 2

@@ -16,14 +16,13 @@ import time
 
 import trio
 
-from protocol.error_codes import ErrorCode
-from protocol.errors import ProtocolError, UnsupportedMagicError
-from protocol.messages import ProduceRequest, ProduceResponse
-
-from ..context import CloseConnection, RequestContext
-from ..group.placement import OFFSETS_TOPIC
-from ..log.errors import LogError
-from ..partitions import Partition
+from tributary.broker.context import CloseConnection, RequestContext
+from tributary.broker.group.placement import OFFSETS_TOPIC
+from tributary.broker.log.errors import LogError
+from tributary.broker.partitions import Partition
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.errors import ProtocolError, UnsupportedMagicError
+from tributary.protocol.messages import ProduceRequest, ProduceResponse
 
 log = logging.getLogger(__name__)
 

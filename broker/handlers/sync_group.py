@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from protocol.messages import SyncGroupRequest, SyncGroupResponse
-
-from ..context import RequestContext
-from ..group.messages import SyncRequest
+from tributary.broker.context import RequestContext
+from tributary.broker.group.messages import SyncRequest
+from tributary.protocol.messages import SyncGroupRequest, SyncGroupResponse
 
 
 async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:

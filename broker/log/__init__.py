@@ -11,8 +11,8 @@ Modules, one job each: ``config`` (LogConfig), ``errors``, ``index`` (the
 
 from __future__ import annotations
 
-from .config import LogConfig
-from .errors import (
+from tributary.broker.log.config import LogConfig
+from tributary.broker.log.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     LogClosedError,
@@ -21,9 +21,9 @@ from .errors import (
     OutOfOrderSequenceError,
     RecordTooLargeError,
 )
-from .log import AppendResult, PartitionLog
-from .manager import LogManager, TopicPartition
-from .reads import FileRegion, ReadResult
+from tributary.broker.log.log import AppendResult, PartitionLog
+from tributary.broker.log.manager import LogManager, TopicPartition
+from tributary.broker.log.reads import FileRegion, ReadResult
 
 __all__ = [
     "AppendResult",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from protocol.error_codes import ErrorCode
-from protocol.errors import ProtocolError
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.errors import ProtocolError
 
 
 class LogError(Exception):

@@ -6,7 +6,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from protocol.crc32c import BytesLike
+from tributary.protocol.crc32c import BytesLike
 
 # Every file the log opens is closed explicitly; no child process needs them.
 OPEN_FLAGS = os.O_CLOEXEC

@@ -21,7 +21,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import ClassVar, Protocol
 
-from .files import OPEN_FLAGS, write_all
+from tributary.broker.log.files import OPEN_FLAGS, write_all
 
 
 class Column(Protocol):

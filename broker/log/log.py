@@ -27,9 +27,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from protocol.crc32c import BytesLike
-from protocol.errors import CorruptRecordError
-from protocol.records import (
+from tributary.broker.log.config import LogConfig
+from tributary.broker.log.errors import InvalidRecordError, LogClosedError, OffsetOutOfRangeError, RecordTooLargeError
+from tributary.broker.log.files import atomic_write, fsync_dir, unlink_quietly
+from tributary.broker.log.producer_state import ProducerStateManager
+from tributary.broker.log.reads import FileRegion, ReadResult
+from tributary.broker.log.segment import (
+    INDEX_SUFFIX,
+    INT32_MAX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    Segment,
+    parse_segment_file_name,
+)
+from tributary.protocol.crc32c import BytesLike
+from tributary.protocol.errors import CorruptRecordError
+from tributary.protocol.records import (
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     parse_batch_header,
@@ -37,20 +50,6 @@ from protocol.records import (
     set_base_offset,
     set_partition_leader_epoch,
     verify_crc,
-)
-
-from .config import LogConfig
-from .errors import InvalidRecordError, LogClosedError, OffsetOutOfRangeError, RecordTooLargeError
-from .files import atomic_write, fsync_dir, unlink_quietly
-from .producer_state import ProducerStateManager
-from .reads import FileRegion, ReadResult
-from .segment import (
-    INDEX_SUFFIX,
-    INT32_MAX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    Segment,
-    parse_segment_file_name,
 )
 
 __all__ = ["PRODUCER_STATE_FILE", "AppendResult", "FileRegion", "PartitionLog", "ReadResult"]

@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from .checkpoint import RECOVERY_POINT_CHECKPOINT, read_checkpoint, write_checkpoint
-from .config import LogConfig
-from .files import OPEN_FLAGS, fsync_dir
-from .log import PartitionLog
+from tributary.broker.log.checkpoint import RECOVERY_POINT_CHECKPOINT, read_checkpoint, write_checkpoint
+from tributary.broker.log.config import LogConfig
+from tributary.broker.log.files import OPEN_FLAGS, fsync_dir
+from tributary.broker.log.log import PartitionLog
 
 log = logging.getLogger(__name__)
 

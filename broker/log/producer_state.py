@@ -31,10 +31,9 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from protocol.crc32c import crc32c
-from protocol.records import BatchHeader
-
-from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from tributary.broker.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from tributary.protocol.crc32c import crc32c
+from tributary.protocol.records import BatchHeader
 
 MAX_CACHED_BATCHES = 5
 _SEQUENCE_MODULUS = 2**31

@@ -21,12 +21,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from protocol.crc32c import BytesLike
-from protocol.errors import CorruptRecordError
-from protocol.records import HEADER_SIZE, BatchHeader, parse_batch_header, verify_crc
-
-from .files import OPEN_FLAGS, unlink_quietly, write_all
-from .index import OffsetIndex, TimeIndex
+from tributary.broker.log.files import OPEN_FLAGS, unlink_quietly, write_all
+from tributary.broker.log.index import OffsetIndex, TimeIndex
+from tributary.protocol.crc32c import BytesLike
+from tributary.protocol.errors import CorruptRecordError
+from tributary.protocol.records import HEADER_SIZE, BatchHeader, parse_batch_header, verify_crc
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import ConfigError, HostPort, load
+from tributary.broker.config import ConfigError, HostPort, load
 
 REQUIRED = {"id": 1, "listen": "127.0.0.1:9092", "data-dir": "/tmp/d", "zookeeper": "127.0.0.1:2181/east"}
 

@@ -17,9 +17,6 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from kazoo.client import KazooClient
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import CreateTopicsRequest, MetadataRequest
-from protocol.records import HEADER_SIZE, iter_batches, iter_records
 from tests.broker.wire_helpers import (
     EARLIEST,
     LATEST,
@@ -33,6 +30,9 @@ from tests.broker.wire_helpers import (
 )
 from tests.fixtures.brokers import BrokerProcess, Cluster, start_cluster
 from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import CreateTopicsRequest, MetadataRequest
+from tributary.protocol.records import HEADER_SIZE, iter_batches, iter_records
 
 TIMEOUT = 30.0
 # Short ZooKeeper sessions, so a killed broker's registration expires within a test's time.

@@ -17,9 +17,12 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol import codec
-from protocol.error_codes import ErrorCode
-from protocol.messages import (
+from tests.fixtures.brokers import Cluster, start_cluster
+from tests.fixtures.kafka_wire import WireConnection
+from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.protocol import codec
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     CreateTopicsRequest,
@@ -33,9 +36,6 @@ from protocol.messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
-from tests.fixtures.brokers import Cluster, start_cluster
-from tests.fixtures.kafka_wire import WireConnection
-from tests.fixtures.zookeeper import ZooKeeperHandle
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # raised by kafka-python's package import

@@ -246,7 +246,7 @@ def test_endpoint_answers_only_metrics_paths(broker: Cluster) -> None:
 
 def _broker_command(tmp_path: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "deploy.cli", "broker", "--id", "1", "--listen", f"127.0.0.1:{free_port()}",
+        sys.executable, "-m", "tributary.deploy.cli", "broker", "--id", "1", "--listen", f"127.0.0.1:{free_port()}",
         "--data-dir", str(tmp_path / "data"), "--zookeeper", "127.0.0.1:1", *extra,
     ]  # fmt: skip
 

@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from protocol.error_codes import ErrorCode
-from protocol.records import iter_batches, iter_records
 from tests.broker.wire_helpers import (
     EARLIEST,
     LATEST,
@@ -29,6 +27,8 @@ from tests.broker.wire_helpers import (
 from tests.fixtures.brokers import BrokerProcess, Cluster, start_cluster
 from tests.fixtures.kafka_wire import WireConnection
 from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.records import iter_batches, iter_records
 
 TIMEOUT = 20.0
 SEGMENT_BYTES = 64 * 1024

@@ -9,7 +9,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from broker.transport import send_parts
+from tributary.broker.transport import send_parts
 
 
 @dataclass

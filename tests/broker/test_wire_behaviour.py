@@ -15,8 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from protocol.error_codes import ErrorCode
-from protocol.messages import (
+from tests.fixtures.brokers import BrokerProcess, Cluster
+from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import (
     ApiKey,
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -27,10 +29,8 @@ from protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
-from protocol.records import complete_prefix_length, iter_batches
-from protocol.supported import SUPPORTED_VERSIONS
-from tests.fixtures.brokers import BrokerProcess, Cluster
-from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.protocol.records import complete_prefix_length, iter_batches
+from tributary.protocol.supported import SUPPORTED_VERSIONS
 
 from .wire_helpers import (
     API_VERSIONS_V,

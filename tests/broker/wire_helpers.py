@@ -18,18 +18,13 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from protocol.error_codes import ErrorCode
-from protocol.headers import decode_response, encode_request
-from protocol.messages import (
-    CreateTopicsRequest,
-    FetchRequest,
-    ListOffsetsRequest,
-    ProduceRequest,
-)
-from protocol.records import build_batch, iter_batches, iter_records
 from tests.fixtures.brokers import BrokerProcess, Cluster, start_cluster
 from tests.fixtures.kafka_wire import WireConnection
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.headers import decode_response, encode_request
+from tributary.protocol.messages import CreateTopicsRequest, FetchRequest, ListOffsetsRequest, ProduceRequest
+from tributary.protocol.records import build_batch, iter_batches, iter_records
 
 PRODUCE_V, FETCH_V, LIST_OFFSETS_V, METADATA_V, CREATE_TOPICS_V, API_VERSIONS_V = 8, 11, 5, 8, 4, 3
 LATEST, EARLIEST = -1, -2

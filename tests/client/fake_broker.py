@@ -13,11 +13,11 @@ from typing import Any
 
 import trio
 
-from protocol.error_codes import ErrorCode
-from protocol.framing import FrameDecoder
-from protocol.headers import RequestEnvelope, decode_request_body, decode_request_header, encode_response
-from protocol.messages import ApiKey, ApiVersionsResponse
-from protocol.supported import SUPPORTED_VERSIONS
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.framing import FrameDecoder
+from tributary.protocol.headers import RequestEnvelope, decode_request_body, decode_request_header, encode_response
+from tributary.protocol.messages import ApiKey, ApiVersionsResponse
+from tributary.protocol.supported import SUPPORTED_VERSIONS
 
 Handler = Callable[[RequestEnvelope, Any], Awaitable[Any]]
 

@@ -5,21 +5,21 @@ from __future__ import annotations
 import pytest
 import trio
 
-from client.admin import Admin, NewTopic
-from client.batches import EARLIEST, LATEST
-from client.cluster import COORDINATOR, Cluster
-from client.errors import (
+from tests.fixtures.brokers import Cluster as Brokers
+from tributary.client.admin.admin import Admin, NewTopic
+from tributary.client.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     KafkaError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from client.metadata import TopicPartition
-from client.raw import RawClient
-from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
-from protocol.records import build_batch
-from tests.fixtures.brokers import Cluster as Brokers
+from tributary.client.raw.batches import EARLIEST, LATEST
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import COORDINATOR, Cluster
+from tributary.client.wire.metadata import TopicPartition
+from tributary.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
+from tributary.protocol.records import build_batch
 
 from .conftest import topic_name
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from client.admin import Admin
-from client.cluster import Cluster
-from client.configs import ConfigSource, ResourceType
-from client.consumer import Consumer
-from client.errors import (
+from tests.fixtures.brokers import Cluster as Brokers
+from tributary.client.admin.admin import Admin
+from tributary.client.admin.configs import ConfigSource, ResourceType
+from tributary.client.consumer.consumer import Consumer
+from tributary.client.errors import (
     GroupIdNotFoundError,
     GroupNotEmptyError,
     InvalidConfigError,
@@ -20,10 +20,10 @@ from client.errors import (
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
-from client.metadata import TopicPartition
-from client.raw import RawClient
-from protocol.records import build_batch
-from tests.fixtures.brokers import Cluster as Brokers
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.metadata import TopicPartition
+from tributary.protocol.records import build_batch
 
 from .conftest import topic_name
 

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.assignors import (
+from tributary.client.group.assignors import (
     ASSIGNORS,
     CooperativeStickyAssignor,
     MemberAssignment,
@@ -41,9 +41,9 @@ from client.assignors import (
     member_subscription,
     subscription_metadata,
 )
-from client.assignors.model import java_order
-from client.assignors.sticky_general import balance_score
-from protocol.errors import ProtocolError
+from tributary.client.group.assignors.model import java_order
+from tributary.client.group.assignors.sticky_general import balance_score
+from tributary.protocol.errors import ProtocolError
 
 # kafka-python 3.0.12 loads its JSON definitions with importlib.resources.read_text,
 # deprecated in Python 3.11; pytest turns that warning into an error.

@@ -11,15 +11,15 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from client.admin import Admin
-from client.blocking import BlockingConnection, BlockingFetcher
-from client.cluster import Cluster
-from client.config import ClientConfig
-from client.errors import OffsetOutOfRangeError, RequestTimedOutError, UnknownTopicOrPartitionError
-from client.raw import RawClient
-from protocol.compression import Compression
-from protocol.records import build_batch
 from tests.fixtures.brokers import Cluster as Brokers
+from tributary.client.admin.admin import Admin
+from tributary.client.blocking import BlockingConnection, BlockingFetcher
+from tributary.client.config import ClientConfig
+from tributary.client.errors import OffsetOutOfRangeError, RequestTimedOutError, UnknownTopicOrPartitionError
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import Cluster
+from tributary.protocol.compression import Compression
+from tributary.protocol.records import build_batch
 
 from .conftest import topic_name
 

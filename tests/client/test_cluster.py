@@ -10,24 +10,24 @@ import pytest
 import trio
 import trio.testing
 
-from client.admin import Admin
-from client.cluster import Cluster, parse_bootstrap
-from client.config import ClientConfig
-from client.errors import (
+from tests.fixtures.brokers import Cluster as Brokers
+from tests.fixtures.brokers import start_cluster
+from tests.fixtures.ports import free_port
+from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.client.admin.admin import Admin
+from tributary.client.config import ClientConfig
+from tributary.client.errors import (
     KafkaConnectionError,
     LeaderNotAvailableError,
     NoBrokersAvailableError,
     NotLeaderError,
     UnknownTopicOrPartitionError,
 )
-from client.metadata import ClusterMetadata
-from client.raw import RawClient
-from protocol.messages import MetadataRequest
-from protocol.records import build_batch
-from tests.fixtures.brokers import Cluster as Brokers
-from tests.fixtures.brokers import start_cluster
-from tests.fixtures.ports import free_port
-from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import Cluster, parse_bootstrap
+from tributary.client.wire.metadata import ClusterMetadata
+from tributary.protocol.messages import MetadataRequest
+from tributary.protocol.records import build_batch
 
 from .conftest import topic_name
 

@@ -8,17 +8,23 @@ import pytest
 import trio
 import trio.testing
 
-from client.admin import Admin
-from client.cluster import Cluster as KafkaCluster
-from client.config import ClientConfig
-from client.connection import BrokerConnection, connect, open_on_stream
-from client.errors import KafkaConnectionError, RequestTimedOutError
-from client.raw import RawClient
-from protocol.headers import RequestEnvelope
-from protocol.messages import ApiKey, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse
-from protocol.records import build_batch
 from tests.fixtures.brokers import Cluster
 from tests.fixtures.ports import free_port
+from tributary.client.admin.admin import Admin
+from tributary.client.config import ClientConfig
+from tributary.client.errors import KafkaConnectionError, RequestTimedOutError
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import Cluster as KafkaCluster
+from tributary.client.wire.connection import BrokerConnection, connect, open_on_stream
+from tributary.protocol.headers import RequestEnvelope
+from tributary.protocol.messages import (
+    ApiKey,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from tributary.protocol.records import build_batch
 
 from .conftest import topic_name
 from .fake_broker import FakeBroker, HangUp

@@ -13,22 +13,22 @@ from typing import Any
 import pytest
 import trio
 
-from client.admin import Admin
-from client.cluster import Cluster
-from client.consumer import Consumer, ConsumerRecord
-from client.consumer_errors import CommitFailedError, IllegalStateError, NoOffsetForPartitionError
-from client.errors import KafkaError, OffsetOutOfRangeError
-from client.metadata import TopicPartition
-from client.offsets import OffsetAndMetadata
-from client.raw import RawClient
-from protocol.compression import Compression
-from protocol.error_codes import ErrorCode
-from protocol.headers import RequestEnvelope
-from protocol.messages import ApiKey, FetchResponse, ListOffsetsResponse, MetadataResponse
-from protocol.records import build_batch
 from tests.fixtures.brokers import Cluster as Brokers
 from tests.fixtures.brokers import start_cluster
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.client.admin.admin import Admin
+from tributary.client.consumer.consumer import Consumer, ConsumerRecord
+from tributary.client.consumer.errors import CommitFailedError, IllegalStateError, NoOffsetForPartitionError
+from tributary.client.errors import KafkaError, OffsetOutOfRangeError
+from tributary.client.group.offsets import OffsetAndMetadata
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.metadata import TopicPartition
+from tributary.protocol.compression import Compression
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.headers import RequestEnvelope
+from tributary.protocol.messages import ApiKey, FetchResponse, ListOffsetsResponse, MetadataResponse
+from tributary.protocol.records import build_batch
 
 from .conftest import topic_name, zookeeper_chroot
 from .fake_broker import FakeBroker

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from client import errors
-from client.errors import (
+from tributary.client import errors
+from tributary.client.errors import (
     BrokerResponseError,
     KafkaConnectionError,
     KafkaError,
@@ -17,7 +17,7 @@ from client.errors import (
     error_for,
     raise_for_code,
 )
-from protocol.error_codes import ErrorCode
+from tributary.protocol.error_codes import ErrorCode
 
 
 def _mapped() -> list[type[BrokerResponseError]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import client
+from tributary import client
 
 
 def test_every_exported_name_resolves() -> None:

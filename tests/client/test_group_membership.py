@@ -15,16 +15,16 @@ import pytest
 import trio
 from confluent_kafka import Consumer as CKConsumer
 
-from client.admin import Admin
-from client.cluster import Cluster
-from client.consumer import Consumer, ConsumerRecord
-from client.consumer_errors import GroupMembershipError
-from client.group import MemberState
-from client.metadata import TopicPartition
 from tests.fixtures.brokers import Cluster as Brokers
 from tests.fixtures.brokers import start_cluster
 from tests.fixtures.tansu import TansuBroker
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.client.admin.admin import Admin
+from tributary.client.consumer.consumer import Consumer, ConsumerRecord
+from tributary.client.consumer.errors import GroupMembershipError
+from tributary.client.group.membership import MemberState
+from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.metadata import TopicPartition
 
 from .conftest import topic_name, zookeeper_chroot
 from .test_consumer import BROKER_SETTINGS, FAST, poll_until, produce, values

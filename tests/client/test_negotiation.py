@@ -14,13 +14,13 @@ import pytest
 import trio
 import trio.testing
 
-from client.config import ClientConfig
-from client.connection import connect, open_on_stream
-from client.errors import KafkaConnectionError, UnsupportedVersionError
-from client.versions import BrokerApiVersions
-from protocol.messages import ApiKey, MetadataRequest, MetadataResponse
-from protocol.supported import SUPPORTED_VERSIONS
 from tests.fixtures.brokers import Cluster
+from tributary.client.config import ClientConfig
+from tributary.client.errors import KafkaConnectionError, UnsupportedVersionError
+from tributary.client.wire.connection import connect, open_on_stream
+from tributary.client.wire.versions import BrokerApiVersions
+from tributary.protocol.messages import ApiKey, MetadataRequest, MetadataResponse
+from tributary.protocol.supported import SUPPORTED_VERSIONS
 
 from .fake_broker import FakeBroker
 

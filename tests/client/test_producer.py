@@ -22,34 +22,34 @@ from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kazoo.client import KazooClient
 
-from client.accumulator import RECORD_OVERHEAD
-from client.admin import Admin
-from client.cluster import Cluster
-from client.connection import BrokerConnection
-from client.errors import (
+from tests.fixtures.brokers import Cluster as Brokers
+from tests.fixtures.brokers import start_cluster
+from tests.fixtures.tansu import TansuBroker
+from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.client.admin.admin import Admin
+from tributary.client.errors import (
     KafkaConnectionError,
     KafkaError,
     MessageTooLargeError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from client.idempotence import restamp
-from client.partitioner import StickyPartitioner
-from client.producer import Producer, RecordHandle
-from client.producer_config import ProducerConfig, split_settings
-from client.producer_errors import DeliveryTimeoutError, ProducerClosedError
-from client.raw import RawClient
-from client.sender import Sender
-from protocol.compression import Compression
-from protocol.error_codes import ErrorCode
-from protocol.errors import CodecUnavailableError
-from protocol.messages import ProduceRequest, ProduceResponse
-from protocol.murmur2 import partition_for_key
-from protocol.records import BatchBuilder, BatchHeader, Record, validate_batch
-from tests.fixtures.brokers import Cluster as Brokers
-from tests.fixtures.brokers import start_cluster
-from tests.fixtures.tansu import TansuBroker
-from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.client.producer.accumulator import RECORD_OVERHEAD
+from tributary.client.producer.config import ProducerConfig, split_settings
+from tributary.client.producer.errors import DeliveryTimeoutError, ProducerClosedError
+from tributary.client.producer.idempotence import restamp
+from tributary.client.producer.partitioner import StickyPartitioner
+from tributary.client.producer.producer import Producer, RecordHandle
+from tributary.client.producer.sender import Sender
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.connection import BrokerConnection
+from tributary.protocol.compression import Compression
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.errors import CodecUnavailableError
+from tributary.protocol.messages import ProduceRequest, ProduceResponse
+from tributary.protocol.murmur2 import partition_for_key
+from tributary.protocol.records import BatchBuilder, BatchHeader, Record, validate_batch
 
 from .conftest import topic_name
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from client.admin import Admin
-from client.batches import RawBatches, raw_batches
-from client.cluster import Cluster
-from client.errors import KafkaError, NotLeaderError, OffsetOutOfRangeError
-from client.metadata import TopicPartition
-from client.raw import RawClient
-from protocol.compression import Compression
-from protocol.messages import FetchResponse
-from protocol.records import BatchBuilder, build_batch, iter_batches
 from tests.fixtures.brokers import Cluster as Brokers
+from tributary.client.admin.admin import Admin
+from tributary.client.errors import KafkaError, NotLeaderError, OffsetOutOfRangeError
+from tributary.client.raw.batches import RawBatches, raw_batches
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.metadata import TopicPartition
+from tributary.protocol.compression import Compression
+from tributary.protocol.messages import FetchResponse
+from tributary.protocol.records import BatchBuilder, build_batch, iter_batches
 
 from .conftest import topic_name
 

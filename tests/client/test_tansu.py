@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import trio
 
-from client.admin import Admin
-from client.blocking import BlockingFetcher
-from client.cluster import Cluster
-from client.connection import connect
-from client.errors import TopicAlreadyExistsError
-from client.metadata import TopicPartition
-from client.raw import RawClient
-from protocol.compression import Compression
-from protocol.messages import ApiKey
-from protocol.records import iter_batches
 from tests.fixtures.tansu import TansuBroker
+from tributary.client.admin.admin import Admin
+from tributary.client.blocking import BlockingFetcher
+from tributary.client.errors import TopicAlreadyExistsError
+from tributary.client.raw.client import RawClient
+from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.connection import connect
+from tributary.client.wire.metadata import TopicPartition
+from tributary.protocol.compression import Compression
+from tributary.protocol.messages import ApiKey
+from tributary.protocol.records import iter_batches
 
 from .conftest import topic_name
 from .test_admin import check_group_operations

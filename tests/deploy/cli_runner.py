@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from deploy.cli import main
+from tributary.deploy.cli.main import main
 
 
 @dataclass(frozen=True)

@@ -43,12 +43,12 @@ from typing import Any
 
 import pytest
 
-from protocol.messages import MetadataRequest
 from tests.deploy import systemctl
 from tests.deploy.systemctl import Unit, read_unit
 from tests.fixtures.kafka_wire import request
 from tests.fixtures.ports import free_ports
 from tests.fixtures.prometheus import fetch_text
+from tributary.protocol.messages import MetadataRequest
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_DIR = REPO / "ansible"

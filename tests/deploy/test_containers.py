@@ -51,7 +51,7 @@ def test_mirror_copies_from_apache_kafka(kafka_container: KafkaBroker, single_br
     log = (tmp_path / "mirror.log").open("wb")
     mirror = subprocess.Popen(
         [
-            sys.executable, "-m", "deploy.cli", "mirror",
+            sys.executable, "-m", "tributary.deploy.cli", "mirror",
             "--source", kafka_container.bootstrap, "--source-alias", "kafka",
             "--target", single_broker.bootstrap, "--topics", "activity",
         ],

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from mirror.metrics import MirrorMetrics
 from tests.deploy.promql import (
     dashboard_exprs,
     dashboard_metric_names,
@@ -23,6 +22,7 @@ from tests.deploy.promql import (
 from tests.fixtures.brokers import Cluster, start_cluster
 from tests.fixtures.prometheus import exposed_names, parse, scrape
 from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.mirror.metrics import MirrorMetrics
 
 GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"
 OURS = ("broker.json", "mirror.json")

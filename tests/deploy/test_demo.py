@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.demo import MARKER, DemoError, Produced, Report, claim_directory, render
-from deploy.warehouse import WarehouseCount
+from tributary.deploy.appliance.demo import MARKER, DemoError, Produced, Report, claim_directory, render
+from tributary.deploy.appliance.warehouse import WarehouseCount
 
 from .topologies import write_topology
 
@@ -24,7 +24,7 @@ def test_demo_end_to_end_counts_agree(tmp_path: Path) -> None:
     path = write_topology(tmp_path / "t.toml", datacenters=("east", "west", "aggregate"), mirrors=True)
     warehouse, run_dir = tmp_path / "wh", tmp_path / "demo-run"
     result = subprocess.run(
-        [sys.executable, "-m", "deploy.cli", "demo", "--topology", str(path), "--events", str(EVENTS),
+        [sys.executable, "-m", "tributary.deploy.cli", "demo", "--topology", str(path), "--events", str(EVENTS),
          "--warehouse", str(warehouse), "--run-dir", str(run_dir)],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
@@ -51,7 +51,7 @@ def test_demo_end_to_end_counts_agree(tmp_path: Path) -> None:
     assert (warehouse / MARKER).exists()
 
     status = subprocess.run(
-        [sys.executable, "-m", "deploy.cli", "status", "--topology", str(path), "--run-dir", str(run_dir),
+        [sys.executable, "-m", "tributary.deploy.cli", "status", "--topology", str(path), "--run-dir", str(run_dir),
          "--timeout", "1"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from deploy.topology import load_topology
+from tributary.deploy.appliance.topology import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "deploy" / "examples"

@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from deploy.topology import load_topology
+from tributary.deploy.appliance.topology import load_topology
 
 from .topologies import running_up, write_topology
 
@@ -24,7 +24,7 @@ with warnings.catch_warnings():
 
 def status(topology: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "deploy.cli", "status", "--topology", str(topology), *extra],
+        [sys.executable, "-m", "tributary.deploy.cli", "status", "--topology", str(topology), *extra],
         capture_output=True,
         text=True,
         timeout=60,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from deploy.supervisor import Backoff, ChildProcess, ChildSpec, Event, State, Supervisor
+from tributary.deploy.appliance.supervisor import Backoff, ChildProcess, ChildSpec, Event, State, Supervisor
 
 
 class FakeProcess:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.toml_lines import find_line
-from deploy.topology import TopologyError, load_topology, parse_topology
+from tributary.deploy.appliance.toml_lines import find_line
+from tributary.deploy.appliance.topology import TopologyError, load_topology, parse_topology
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import trio
 
-from deploy.probe import ProbeError, broker_metadata, cluster_ready
-from deploy.topology import load_topology
+from tributary.deploy.appliance.probe import ProbeError, broker_metadata, cluster_ready
+from tributary.deploy.appliance.topology import load_topology
 
 from .topologies import alive, running_up, write_topology
 
@@ -23,7 +23,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 
 def tributary(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "deploy.cli", *args], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "tributary.deploy.cli", *args], capture_output=True, text=True, timeout=120, check=False
     )
 
 

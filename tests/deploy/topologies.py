@@ -70,7 +70,7 @@ class Up:
     def __init__(self, topology: Path, log: Path) -> None:
         self.log = log
         self._out = log.open("wb")
-        cmd = [sys.executable, "-m", "deploy.cli", "up", "--topology", str(topology), "--grace", "10"]
+        cmd = [sys.executable, "-m", "tributary.deploy.cli", "up", "--topology", str(topology), "--grace", "10"]
         self.proc = subprocess.Popen(
             cmd, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )

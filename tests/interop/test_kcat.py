@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol.compression import Compression
 from tests.fixtures.brokers import Cluster
 from tests.interop.wire import broker_by_id, create_topics, stored_batches, wait_for_topic
+from tributary.protocol.compression import Compression
 
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 MESSAGES = 10_000

@@ -124,7 +124,10 @@ class LoadRun:
 
 
 def load_command(bootstrap: str, output: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "deploy.cli", "load", "--bootstrap", bootstrap, "--output", output.as_uri(), *extra]
+    return [
+        sys.executable, "-m", "tributary.deploy.cli", "load",
+        "--bootstrap", bootstrap, "--output", output.as_uri(), *extra,
+    ]
 
 
 def run_load(

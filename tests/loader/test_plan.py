@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from loader.errors import LoadError
-from loader.naming import split_topic
-from loader.options import load_options
-from loader.plan import Gap, Plan, Range, make_plan, split_range
+from tributary.loader.errors import LoadError
+from tributary.loader.naming import split_topic
+from tributary.loader.options import load_options
+from tributary.loader.plan import Gap, Plan, Range, make_plan, split_range
 
 
 def plan(committed: dict[str, dict[int, int]], bounds: dict[str, dict[int, tuple[int, int]]], **kw: object) -> Plan:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from confluent_kafka import Producer
 
-from client.blocking import BlockingFetcher
-from protocol.records import HEADER_SIZE, BatchHeader, iter_records
+from tributary.client.blocking import BlockingFetcher
+from tributary.protocol.records import HEADER_SIZE, BatchHeader, iter_records
 
 Batch = tuple[BatchHeader, bytes]
 

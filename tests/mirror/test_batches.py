@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.batches import RawBatches
-from mirror.batches import copyable, for_target, same_batch
-from protocol.records import (
+from tributary.client.raw.batches import RawBatches
+from tributary.mirror.batches import copyable, for_target, same_batch
+from tributary.protocol.records import (
     CONTROL_BIT,
     HEADER_SIZE,
     NO_PRODUCER_EPOCH,

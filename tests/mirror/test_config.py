@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from mirror.config import DEFAULT_OFFSETS_TOPIC, MirrorConfig, MirrorConfigError, load_config
-from mirror.naming import TopicFilter, aggregate_topic, source_of
 from tests.fixtures.ports import free_port
+from tributary.mirror.config import DEFAULT_OFFSETS_TOPIC, MirrorConfig, MirrorConfigError, load_config
+from tributary.mirror.naming import TopicFilter, aggregate_topic, source_of
 
 ROOT = Path(__file__).resolve().parents[2]
 #: A valid file's required keys; the cases below add one bad line each.
@@ -173,7 +173,7 @@ FLAGS = ["--source", "s:1", "--source-alias", "e", "--target", "t:1"]
 def run_mirror(*args: str, timeout: float = 30.0) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "deploy.cli", "mirror", *args],
+        [sys.executable, "-m", "tributary.deploy.cli", "mirror", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
     return result, time.monotonic() - started

@@ -12,9 +12,9 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.config import MirrorConfig
-from mirror.fetcher import SourceFetcher
-from mirror.flow import ByteBudget, Throttle, TokenBucket
+from tributary.mirror.config import MirrorConfig
+from tributary.mirror.fetcher import SourceFetcher
+from tributary.mirror.flow import ByteBudget, Throttle, TokenBucket
 
 # --- TokenBucket, sans-IO -------------------------------------------------------------------------
 

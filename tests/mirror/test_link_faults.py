@@ -25,12 +25,12 @@ import trio.testing
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from client.errors import KafkaError
 from tests.fixtures.brokers import BrokerProcess, Cluster, start_cluster
 from tests.fixtures.mirror import MirrorProcess
 from tests.fixtures.ports import free_ports
 from tests.fixtures.prometheus import Scrape, poll, scrape
 from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.client.errors import KafkaError
 
 from .faulty_proxy import FaultyProxy, LinkMode, ProxyThread, client_id_of
 from .helpers import assert_exact_copy, end_offsets, wait_for

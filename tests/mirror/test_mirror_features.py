@@ -27,12 +27,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
-from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, validate_batch
 from tests.fixtures.brokers import Cluster
 from tests.fixtures.mirror import MirrorProcess
 from tests.fixtures.module_cluster import module_cluster
 from tests.fixtures.prometheus import scrape
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, validate_batch
 
 from .helpers import assert_exact_copy, copied_everything, end_offsets, produce_zstd, read_batches, wait_for
 
@@ -336,7 +336,7 @@ def test_two_instances_split_and_take_over(mirrors: Mirrors) -> None:
 
 def translate(mirrors: Mirrors, group: str) -> list[dict[str, object]]:
     result = subprocess.run(
-        [sys.executable, "-m", "deploy.cli", "mirror", "translate", "--group", group,
+        [sys.executable, "-m", "tributary.deploy.cli", "mirror", "translate", "--group", group,
          "--source", mirrors.east.bootstrap, "--source-alias", ALIAS, "--target", mirrors.agg.bootstrap,
          "--topics", "g-.*", "--apply", "--output", "json"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,

@@ -16,11 +16,11 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from client.blocking import BlockingFetcher
-from protocol.records import HEADER_SIZE, Compression
 from tests.fixtures.brokers import Cluster
 from tests.fixtures.mirror import MirrorProcess
 from tests.fixtures.tansu import TansuBroker, tansu
+from tributary.client.blocking import BlockingFetcher
+from tributary.protocol.records import HEADER_SIZE, Compression
 
 from .helpers import Batch, read_batches, records_of, wait_for
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from protocol.schema import Field, Struct
+from tributary.protocol.schema import Field, Struct
 
 _INTS = {
     "int8": (-(2**7), 2**7 - 1),

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import codec
-from protocol.errors import UnsupportedVersionError
-from protocol.messages import (
+from tributary.protocol import codec
+from tributary.protocol.errors import UnsupportedVersionError
+from tributary.protocol.messages import (
     API_MESSAGES,
     ApiVersionsRequest,
     ConsumerProtocolAssignment,
@@ -21,7 +21,7 @@ from protocol.messages import (
     RequestHeader,
     ResponseHeader,
 )
-from protocol.supported import SUPPORTED_VERSIONS
+from tributary.protocol.supported import SUPPORTED_VERSIONS
 
 from .strategies import instances
 

@@ -14,8 +14,8 @@ import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
-from protocol.errors import CodecUnavailableError, CorruptRecordError, ProtocolError
+from tributary.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
+from tributary.protocol.errors import CodecUnavailableError, CorruptRecordError, ProtocolError
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # raised by kafka-python's package import

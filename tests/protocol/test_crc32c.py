@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol import crc32c as crc_module
-from protocol.crc32c import IMPLEMENTATION, crc32c, crc32c_crcmod, crc32c_hardware
+from tributary.protocol import crc32c as crc_module
+from tributary.protocol.crc32c import IMPLEMENTATION, crc32c, crc32c_crcmod, crc32c_hardware
 
 # The CRC catalogue's check value for CRC-32C: the CRC of the ASCII digits 1-9.
 CHECK_INPUT = b"123456789"

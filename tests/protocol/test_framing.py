@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.errors import FrameTooLargeError, ProtocolError
-from protocol.framing import FrameDecoder, frame
+from tributary.protocol.errors import FrameTooLargeError, ProtocolError
+from tributary.protocol.framing import FrameDecoder, frame
 
 
 @given(payloads=st.lists(st.binary(max_size=300), max_size=20), cuts=st.lists(st.integers(1, 64), min_size=1))

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import codec, headers
-from protocol.errors import FrameTooLargeError, ProtocolError
-from protocol.framing import FrameDecoder, frame
-from protocol.messages import (
+from tributary.protocol import codec, headers
+from tributary.protocol.errors import FrameTooLargeError, ProtocolError
+from tributary.protocol.framing import FrameDecoder, frame
+from tributary.protocol.messages import (
     API_MESSAGES,
     ApiKey,
     ApiVersionsRequest,
@@ -38,9 +38,9 @@ from protocol.messages import (
     RequestHeader,
     ResponseHeader,
 )
-from protocol.primitives import Reader
-from protocol.schema import Field, Struct
-from protocol.supported import SUPPORTED_VERSIONS
+from tributary.protocol.primitives import Reader
+from tributary.protocol.schema import Field, Struct
+from tributary.protocol.supported import SUPPORTED_VERSIONS
 
 from .strategies import instances
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from protocol import headers
-from protocol.messages import (
+from tributary.protocol import headers
+from tributary.protocol.messages import (
     ApiKey,
     ApiVersionsRequest,
     ApiVersionsResponse,

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from protocol import codec, headers
-from protocol.framing import FrameDecoder
-from protocol.messages import (
+from tributary.protocol import codec, headers
+from tributary.protocol.framing import FrameDecoder
+from tributary.protocol.messages import (
     AlterConfigsRequest,
     AlterConfigsResponse,
     ApiKey,
@@ -78,8 +78,8 @@ from protocol.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from protocol.primitives import NULL_UUID
-from protocol.schema import Struct
+from tributary.protocol.primitives import NULL_UUID
+from tributary.protocol.schema import Struct
 
 # kafka-python 3.0.12 loads its JSON definitions with importlib.resources.read_text,
 # deprecated in Python 3.11; pytest turns that warning into an error.

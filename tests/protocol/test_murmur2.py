@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.murmur2 import murmur2, partition_for_key
+from tributary.protocol.murmur2 import murmur2, partition_for_key
 
 # kafka-python's package import trips a DeprecationWarning of its own (and
 # pytest turns warnings into errors).

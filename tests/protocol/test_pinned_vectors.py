@@ -28,9 +28,9 @@ from typing import Any
 
 import confluent_kafka
 
-from protocol import headers
-from protocol.framing import FrameDecoder
-from protocol.messages import (
+from tributary.protocol import headers
+from tributary.protocol.framing import FrameDecoder
+from tributary.protocol.messages import (
     ApiKey,
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -39,7 +39,7 @@ from protocol.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from protocol.supported import SUPPORTED_VERSIONS
+from tributary.protocol.supported import SUPPORTED_VERSIONS
 
 VECTORS = Path(__file__).parent / "vectors"
 CLIENT_ID = "tributary-capture"

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.compression import Compression
-from protocol.crc32c import crc32c
-from protocol.errors import CorruptRecordError, ProtocolError, UnsupportedMagicError
-from protocol.records import (
+from tributary.protocol.compression import Compression
+from tributary.protocol.crc32c import crc32c
+from tributary.protocol.errors import CorruptRecordError, ProtocolError, UnsupportedMagicError
+from tributary.protocol.records import (
     CREATE_TIME,
     HEADER_SIZE,
     LOG_APPEND_TIME,

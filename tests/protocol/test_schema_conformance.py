@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from protocol.messages import (
+from tributary.protocol.messages import (
     API_MESSAGES,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     RequestHeader,
     ResponseHeader,
 )
-from protocol.schema import NO_VERSIONS, Struct, Versions
+from tributary.protocol.schema import NO_VERSIONS, Struct, Versions
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT.parent / "shared" / "kafka-message-schemas"

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pytest
 import trio
 
-from broker.cluster import BrokerInfo, ClusterRegistry
 from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.broker.cluster import BrokerInfo, ClusterRegistry
 
 # Short enough that lost sessions and reconnections resolve well within a test's time budget.
 SESSION_TIMEOUT = 4.0

@@ -9,7 +9,9 @@ from collections import Counter
 import pytest
 import trio
 
-from broker.cluster import (
+from tests.broker.cluster.conftest import Brokers
+from tests.fixtures.ports import free_port
+from tributary.broker.cluster import (
     NO_LEADER,
     BrokerIdInUseError,
     BrokerInfo,
@@ -22,8 +24,6 @@ from broker.cluster import (
     UnknownTopicError,
     ZooKeeperUnavailableError,
 )
-from tests.broker.cluster.conftest import Brokers
-from tests.fixtures.ports import free_port
 
 
 def _controllers(registries: list[ClusterRegistry]) -> list[int]:

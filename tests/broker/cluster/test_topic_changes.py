@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 import pytest
 import trio
 
-from broker.cluster import InvalidPartitionsError, ReplicaKey, UnknownTopicError, zk_paths
-from broker.cluster.znodes import CreatePartitionsRequest, encode_create_partitions_request
 from tests.broker.cluster.conftest import Brokers
+from tributary.broker.cluster import InvalidPartitionsError, ReplicaKey, UnknownTopicError, zk_paths
+from tributary.broker.cluster.znodes import CreatePartitionsRequest, encode_create_partitions_request
 
 
 async def test_partitions_grow_through_the_controller_and_every_broker_sees_them(brokers: Brokers) -> None:

@@ -6,10 +6,17 @@ from collections import Counter
 
 import pytest
 
-from broker.cluster import zk_paths
-from broker.cluster.controller import assign_replicas, elect_leader
-from broker.cluster.model import NO_LEADER, BrokerInfo, ClusterSnapshot, PartitionState, ReplicaKey, TopicInfo
-from broker.cluster.znodes import (
+from tributary.broker.cluster import zk_paths
+from tributary.broker.cluster.controller import assign_replicas, elect_leader
+from tributary.broker.cluster.model import (
+    NO_LEADER,
+    BrokerInfo,
+    ClusterSnapshot,
+    PartitionState,
+    ReplicaKey,
+    TopicInfo,
+)
+from tributary.broker.cluster.znodes import (
     CreateTopicRequest,
     LeaderAndIsr,
     decode_broker,

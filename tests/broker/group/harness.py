@@ -6,9 +6,9 @@ import itertools
 from collections import defaultdict, deque
 from typing import Any
 
-from broker.group.config import GroupConfig
-from broker.group.coordinator import GroupCoordinator
-from broker.group.messages import (
+from tributary.broker.group.config import GroupConfig
+from tributary.broker.group.coordinator import GroupCoordinator
+from tributary.broker.group.messages import (
     CommitRequest,
     CommitResult,
     Effect,
@@ -21,8 +21,8 @@ from broker.group.messages import (
     SyncResult,
     Write,
 )
-from broker.group.offsets import OffsetAndMetadata
-from protocol.error_codes import ErrorCode
+from tributary.broker.group.offsets import OffsetAndMetadata
+from tributary.protocol.error_codes import ErrorCode
 
 CONFIG = GroupConfig(
     initial_rebalance_delay_ms=3000,

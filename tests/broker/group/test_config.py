@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import ConfigError, load
-from broker.group.config import GroupConfig
+from tributary.broker.config import ConfigError, load
+from tributary.broker.group.config import GroupConfig
 
 REQUIRED = {"id": 1, "listen": "127.0.0.1:9092", "data-dir": "/tmp/d", "zookeeper": "127.0.0.1:2181"}
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from broker.group.group import GroupState
-from broker.group.membership import EMPTY_CONSUMER_ASSIGNMENT, NEW_MEMBER_JOIN_TIMEOUT_MS
-from broker.group.records import GroupKey, decode_group_value, decode_key
-from protocol.error_codes import ErrorCode
+from tributary.broker.group.group import GroupState
+from tributary.broker.group.membership import EMPTY_CONSUMER_ASSIGNMENT, NEW_MEMBER_JOIN_TIMEOUT_MS
+from tributary.broker.group.records import GroupKey, decode_group_value, decode_key
+from tributary.protocol.error_codes import ErrorCode
 
 from .harness import CONFIG, REBALANCE, SESSION, Harness
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from broker.group.offsets import OffsetAndMetadata
-from broker.group.records import GroupKey, OffsetKey, decode_key, encode_offset_key
-from protocol import codec
-from protocol.error_codes import ErrorCode
-from protocol.messages import ConsumerProtocolSubscription
+from tributary.broker.group.offsets import OffsetAndMetadata
+from tributary.broker.group.records import GroupKey, OffsetKey, decode_key, encode_offset_key
+from tributary.protocol import codec
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import ConsumerProtocolSubscription
 
 from .harness import CONFIG, SESSION, Harness
 

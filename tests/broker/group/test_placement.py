@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.group.placement import java_abs, java_string_hashcode, partition_for
+from tributary.broker.group.placement import java_abs, java_string_hashcode, partition_for
 
 
 @pytest.mark.parametrize(

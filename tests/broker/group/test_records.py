@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from broker.group.offsets import OffsetAndMetadata
-from broker.group.records import (
+from tributary.broker.group.offsets import OffsetAndMetadata
+from tributary.broker.group.records import (
     GroupKey,
     OffsetKey,
     RecordFormatError,

@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 CORE = [
-    "broker.group.coordinator",
-    "broker.group.membership",
-    "broker.group.group",
-    "broker.group.offsets",
-    "broker.group.records",
-    "broker.group.timers",
+    "tributary.broker.group.coordinator",
+    "tributary.broker.group.membership",
+    "tributary.broker.group.group",
+    "tributary.broker.group.offsets",
+    "tributary.broker.group.records",
+    "tributary.broker.group.timers",
 ]
 
 

@@ -9,11 +9,11 @@ import pytest
 import trio
 import trio.testing
 
-from broker.group.coordinator import GroupCoordinator
-from broker.group.messages import CommitRequest, JoinRequest, JoinResult, SyncRequest
-from broker.group.offsets import OffsetAndMetadata
-from broker.group.service import GroupService
-from protocol.error_codes import ErrorCode
+from tributary.broker.group.coordinator import GroupCoordinator
+from tributary.broker.group.messages import CommitRequest, JoinRequest, JoinResult, SyncRequest
+from tributary.broker.group.offsets import OffsetAndMetadata
+from tributary.broker.group.service import GroupService
+from tributary.protocol.error_codes import ErrorCode
 
 from .harness import CONFIG, RANGE, SESSION
 

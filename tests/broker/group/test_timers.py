@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from broker.group.timers import TimerQueue
+from tributary.broker.group.timers import TimerQueue
 
 
 def test_earliest_first_and_rescheduling_replaces() -> None:

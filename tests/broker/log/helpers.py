@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from broker.log.config import LogConfig
-from broker.log.log import PartitionLog
-from broker.log.reads import ReadResult
-from protocol.compression import Compression
-from protocol.records import BatchHeader, build_batch, iter_batches, iter_records
+from tributary.broker.log.config import LogConfig
+from tributary.broker.log.log import PartitionLog
+from tributary.broker.log.reads import ReadResult
+from tributary.protocol.compression import Compression
+from tributary.protocol.records import BatchHeader, build_batch, iter_batches, iter_records
 
 T0 = 1_700_000_000_000
 NOW = T0 + 1_000

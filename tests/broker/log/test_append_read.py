@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.config import LogConfig
-from broker.log.errors import InvalidRecordError, LogClosedError, OffsetOutOfRangeError, RecordTooLargeError
-from broker.log.log import PartitionLog
-from protocol.compression import Compression
-from protocol.errors import CorruptRecordError, UnsupportedMagicError
-from protocol.records import (
+from tributary.broker.log.config import LogConfig
+from tributary.broker.log.errors import InvalidRecordError, LogClosedError, OffsetOutOfRangeError, RecordTooLargeError
+from tributary.broker.log.log import PartitionLog
+from tributary.protocol.compression import Compression
+from tributary.protocol.errors import CorruptRecordError, UnsupportedMagicError
+from tributary.protocol.records import (
     LOG_APPEND_TIME,
     build_batch,
     iter_records,

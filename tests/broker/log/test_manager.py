@@ -5,16 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.checkpoint import (
+from tributary.broker.log.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     format_checkpoint,
     parse_checkpoint,
     read_checkpoint,
     write_checkpoint,
 )
-from broker.log.config import LogConfig
-from broker.log.manager import CLEAN_SHUTDOWN_MARKER, LogManager, TopicPartition, parse_partition_dir_name
-from broker.log.segment import Segment
+from tributary.broker.log.config import LogConfig
+from tributary.broker.log.manager import CLEAN_SHUTDOWN_MARKER, LogManager, TopicPartition, parse_partition_dir_name
+from tributary.broker.log.segment import Segment
 
 from .helpers import NOW, T0, batch, read_all, values
 

@@ -11,10 +11,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from broker.log.config import LogConfig
-from broker.log.log import PartitionLog
-from protocol.compression import Compression
-from protocol.records import build_batch, parse_batch_header, set_base_offset, set_partition_leader_epoch
+from tributary.broker.log.config import LogConfig
+from tributary.broker.log.log import PartitionLog
+from tributary.protocol.compression import Compression
+from tributary.protocol.records import build_batch, parse_batch_header, set_base_offset, set_partition_leader_epoch
 
 from .helpers import NOW, T0, crash
 

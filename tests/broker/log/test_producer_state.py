@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from broker.log.log import PRODUCER_STATE_FILE, PartitionLog
-from broker.log.producer_state import ProducerStateManager
-from protocol.compression import Compression
-from protocol.records import parse_batch_header
+from tributary.broker.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from tributary.broker.log.log import PRODUCER_STATE_FILE, PartitionLog
+from tributary.broker.log.producer_state import ProducerStateManager
+from tributary.protocol.compression import Compression
+from tributary.protocol.records import parse_batch_header
 
 from .helpers import NOW, batch, crash, open_log, read_all
 

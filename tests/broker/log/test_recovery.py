@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from broker.log.log import PartitionLog
-from broker.log.segment import Segment
-from protocol.compression import Compression
+from tributary.broker.log.log import PartitionLog
+from tributary.broker.log.segment import Segment
+from tributary.protocol.compression import Compression
 
 from .helpers import NOW, batch, crash, headers, log_files, open_log, read_all
 

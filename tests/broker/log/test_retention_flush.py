@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.errors import OffsetOutOfRangeError
-from protocol.compression import Compression
+from tributary.broker.log.errors import OffsetOutOfRangeError
+from tributary.protocol.compression import Compression
 
 from .helpers import NOW, T0, batch, crash, headers, log_files, open_log, read_all, values
 

@@ -1,0 +1,1 @@
+"""Admin operations: topics, configs, cluster description, offsets and consumer groups."""

@@ -1,0 +1,1 @@
+"""The producer: settings, the record accumulator, the sender, the partitioner and idempotence."""

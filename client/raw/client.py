@@ -1,0 +1,206 @@
+"""Raw record batches for the mirror: fetch them as bytes, produce them unchanged.
+
+Nothing on this path decompresses or re-encodes a batch. A fetch returns, per
+partition, the bytes of the complete batches the broker sent and each
+batch's header (:class:`~client.batches.RawBatches`); a produce sends a batch
+byte for byte, so the target broker rewrites only baseOffset and
+partitionLeaderEpoch, the two fields outside the CRC.
+
+The per-broker calls (:meth:`RawClient.fetch`, :meth:`RawClient.produce`)
+send one request and return a result or an error per partition without
+raising, so a mirror can handle each partition on its own; they report
+stale-metadata errors to the cluster. Calls are pipelined on the broker's
+connection, so several fetches (to different partitions, or the next
+offsets of the same one) can be in flight at once. The per-partition helpers
+find the leader and raise instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import trio
+
+from tributary.client.errors import KafkaError
+from tributary.client.raw.batches import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_WAIT_MS,
+    DEFAULT_MIN_BYTES,
+    DEFAULT_PARTITION_MAX_BYTES,
+    READ_UNCOMMITTED,
+    ProduceResult,
+    RawBatches,
+    fetch_request,
+    fetch_timeout,
+    parse_fetch_response,
+    parse_produce_response,
+    produce_request,
+)
+from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.metadata import TopicPartition
+from tributary.protocol.messages import FetchResponse, ProduceResponse
+
+DEFAULT_PRODUCE_TIMEOUT_MS = 30_000
+
+
+class RawClient:
+    """Fetch and produce raw batches through a :class:`~client.cluster.Cluster`."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    async def fetch(
+        self,
+        broker_id: int,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        max_wait_ms: int = DEFAULT_MAX_WAIT_MS,
+        min_bytes: int = DEFAULT_MIN_BYTES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        partition_max_bytes: int = DEFAULT_PARTITION_MAX_BYTES,
+        isolation_level: int = READ_UNCOMMITTED,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, RawBatches | KafkaError]:
+        """One Fetch to ``broker_id`` for every partition in ``offsets`` (each
+        from its offset). A connection failure becomes every partition's error."""
+        request = fetch_request(
+            offsets,
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            partition_max_bytes=partition_max_bytes,
+            isolation_level=isolation_level,
+        )
+        if timeout is None:
+            timeout = fetch_timeout(self.cluster.config.request_timeout, max_wait_ms)
+        try:
+            response: FetchResponse = await self.cluster.send(broker_id, request, timeout=timeout)
+        except KafkaError as exc:
+            return dict.fromkeys(offsets, exc)
+        results = parse_fetch_response(response, offsets, broker_id)
+        for result in results.values():
+            if isinstance(result, KafkaError):
+                self.cluster.note_error(result)
+        return results
+
+    async def fetch_many(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        max_wait_ms: int = DEFAULT_MAX_WAIT_MS,
+        min_bytes: int = DEFAULT_MIN_BYTES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        partition_max_bytes: int = DEFAULT_PARTITION_MAX_BYTES,
+        isolation_level: int = READ_UNCOMMITTED,
+    ) -> dict[TopicPartition, RawBatches | KafkaError]:
+        """Fetch partitions from their leaders: one request per leader, concurrently."""
+        results: dict[TopicPartition, RawBatches | KafkaError] = {}
+        by_leader: dict[int, dict[TopicPartition, int]] = {}
+        for tp, offset in offsets.items():
+            try:
+                leader = await self.cluster.leader_for(tp.topic, tp.partition)
+            except KafkaError as exc:
+                results[tp] = exc
+                continue
+            by_leader.setdefault(leader, {})[tp] = offset
+
+        async def one(leader: int, subset: dict[TopicPartition, int]) -> None:
+            results.update(
+                await self.fetch(
+                    leader,
+                    subset,
+                    max_wait_ms=max_wait_ms,
+                    min_bytes=min_bytes,
+                    max_bytes=max_bytes,
+                    partition_max_bytes=partition_max_bytes,
+                    isolation_level=isolation_level,
+                )
+            )
+
+        async with trio.open_nursery() as nursery:
+            for leader, subset in by_leader.items():
+                nursery.start_soon(one, leader, subset)
+        return results
+
+    async def fetch_partition(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_wait_ms: int = DEFAULT_MAX_WAIT_MS,
+        min_bytes: int = DEFAULT_MIN_BYTES,
+        max_bytes: int = DEFAULT_PARTITION_MAX_BYTES,
+        isolation_level: int = READ_UNCOMMITTED,
+    ) -> RawBatches:
+        """One partition's batches from ``offset``, from its leader; errors are raised
+        (OffsetOutOfRangeError, NotLeaderError, KafkaConnectionError, ...)."""
+        leader = await self.cluster.leader_for(topic, partition)
+        tp = TopicPartition(topic, partition)
+        result = (
+            await self.fetch(
+                leader,
+                {tp: offset},
+                max_wait_ms=max_wait_ms,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                partition_max_bytes=max_bytes,
+                isolation_level=isolation_level,
+            )
+        )[tp]
+        if isinstance(result, KafkaError):
+            raise result
+        return result
+
+    async def produce(
+        self,
+        broker_id: int,
+        batches: Mapping[TopicPartition, bytes],
+        *,
+        acks: int = -1,
+        timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
+        transactional_id: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, ProduceResult | KafkaError]:
+        """One Produce to ``broker_id``: one record batch (bytes, sent unchanged)
+        per partition, as Kafka requires. ``acks=0`` gets no response: every
+        partition's result is then ``ProduceResult(-1)`` once the request is written."""
+        request = produce_request(batches, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id)
+        if timeout is None:
+            timeout = self.cluster.config.request_timeout + timeout_ms / 1000
+        try:
+            response: ProduceResponse | None = await self.cluster.send(
+                broker_id, request, timeout=timeout, expect_response=acks != 0
+            )
+        except KafkaError as exc:
+            return dict.fromkeys(batches, exc)
+        if response is None:
+            return dict.fromkeys(batches, ProduceResult(-1))
+        results = parse_produce_response(response, batches, broker_id)
+        for result in results.values():
+            if isinstance(result, KafkaError):
+                self.cluster.note_error(result)
+        return results
+
+    async def produce_partition(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        *,
+        acks: int = -1,
+        timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
+        transactional_id: str | None = None,
+    ) -> ProduceResult:
+        """Produce one batch to a partition's leader; errors are raised."""
+        leader = await self.cluster.leader_for(topic, partition)
+        tp = TopicPartition(topic, partition)
+        result = (
+            await self.produce(leader, {tp: batch}, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id)
+        )[tp]
+        if isinstance(result, KafkaError):
+            raise result
+        return result
+
+
+__all__ = ["DEFAULT_PRODUCE_TIMEOUT_MS", "RawClient"]

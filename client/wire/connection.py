@@ -1,0 +1,441 @@
+"""One connection to one broker.
+
+Theory of operation
+-------------------
+:func:`connect` opens a TCP stream (socket buffers set before connecting),
+starts a reader and a writer task in a nursery of its own, negotiates
+versions with ApiVersions (see ``versions.py``) and hands out a
+:class:`BrokerConnection`; leaving the ``async with`` block cancels both
+tasks and closes the socket, so nothing outlives it.
+
+Requests are pipelined. :meth:`BrokerConnection.request` takes one of
+``max_in_flight`` slots, gives the request the next correlation id, queues
+the encoded frame for the writer and registers it in the in-flight queue, all
+without yielding, so frames leave in correlation-id order. Kafka brokers
+answer a connection's requests in order, so the reader matches each response
+to the oldest request in flight and checks that the correlation ids agree; a
+mismatch means the stream cannot be trusted and closes the connection. The
+caller decodes its own response, so decoding work is spread over the callers.
+
+A caller cancelled while waiting gives up on its response, not on the
+request: the response is still read and dropped, and the slot is freed when
+it arrives. Only the writer task writes to the socket, so a cancelled caller
+can never leave half a frame on the wire. A request still queued when its
+caller is cancelled is not sent at all.
+
+Failures: a connection that breaks (EOF, reset, bad frame) fails every
+request in flight with :class:`~client.errors.KafkaConnectionError`. A
+request whose response does not arrive within its timeout raises
+:class:`~client.errors.RequestTimedOutError` and closes the connection, as
+Kafka's clients do: every response behind the missing one is stuck as well.
+A closed connection stays closed; the cluster's pool opens a new one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from tributary.client._tasks import background_nursery
+from tributary.client.config import ClientConfig
+from tributary.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError, RequestTimedOutError
+from tributary.client.wire.versions import (
+    FIRST_API_VERSIONS_VERSION,
+    BrokerApiVersions,
+    api_versions_request,
+    decode_api_versions,
+    retry_version,
+)
+from tributary.protocol.errors import ProtocolError
+from tributary.protocol.framing import FrameDecoder
+from tributary.protocol.headers import decode_response, encode_request, peek_correlation_id
+from tributary.protocol.messages import ApiKey
+from tributary.protocol.schema import Declared
+
+log = logging.getLogger(__name__)
+
+RECEIVE_CHUNK = 256 * 1024
+_MAX_CORRELATION_ID = 2**31 - 1
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"API {api_key}"
+
+
+class _InFlight:
+    """A request between being queued and being answered (or given up)."""
+
+    __slots__ = (
+        "abandoned",
+        "api_key",
+        "correlation_id",
+        "done",
+        "error",
+        "expects_response",
+        "frame",
+        "sent",
+        "version",
+    )
+
+    def __init__(self, correlation_id: int, api_key: int, version: int, expects_response: bool) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.expects_response = expects_response
+        self.done = trio.Event()
+        self.frame: bytes | None = None
+        self.error: str | None = None
+        self.sent = False
+        self.abandoned = False
+
+
+class BrokerConnection:
+    """A negotiated connection to one broker; made by :func:`connect`."""
+
+    def __init__(
+        self, stream: trio.abc.Stream, *, config: ClientConfig, broker: int | str, address: str | None = None
+    ) -> None:
+        self._stream = stream
+        self.config = config
+        #: The broker's id, or ``host:port`` for a bootstrap server.
+        self.broker = broker
+        self.address = address
+        self._slots = trio.Semaphore(config.max_in_flight)
+        self._outgoing_send, self._outgoing = trio.open_memory_channel[tuple[_InFlight, bytes]](math.inf)
+        self._in_flight: deque[_InFlight] = deque()
+        self._next_correlation_id = 0
+        self._closed_reason: str | None = None
+        self._closed = trio.Event()
+        self._cancel_tasks = trio.CancelScope()
+        self._versions: BrokerApiVersions | None = None
+
+    # --- state ---------------------------------------------------------------------------------
+
+    @property
+    def versions(self) -> BrokerApiVersions:
+        """What the broker advertised (available once :func:`connect` has returned it)."""
+        if self._versions is None:
+            raise RuntimeError("the connection has not negotiated its versions yet")
+        return self._versions
+
+    def api_version(self, api_key: int) -> int:
+        """The version requests of ``api_key`` go out at: the highest both sides support."""
+        return self.versions.pick(api_key)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_reason is not None
+
+    @property
+    def closed_reason(self) -> str | None:
+        return self._closed_reason
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent (or queued) and not yet answered."""
+        return 0 if self.closed else self.config.max_in_flight - self._slots.value
+
+    def socket_buffer_sizes(self) -> tuple[int, int]:
+        """(SO_SNDBUF, SO_RCVBUF) as the kernel reports them (Linux doubles what was set)."""
+        sock = getattr(self._stream, "socket", None)
+        if sock is None:
+            raise RuntimeError("this connection does not run over a socket")
+        return (
+            int(sock.getsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_SNDBUF)),
+            int(sock.getsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF)),
+        )
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    def close(self, reason: str = "was closed by the client") -> None:
+        """Close the connection: requests in flight fail, the tasks stop. The
+        socket itself is closed when :func:`connect`'s block exits."""
+        if self._closed_reason is not None:
+            return
+        self._closed_reason = reason
+        for pending in self._in_flight:
+            pending.error = reason
+            pending.done.set()
+        self._in_flight.clear()
+        self._outgoing_send.close()
+        self._cancel_tasks.cancel()
+        self._closed.set()
+        # Wake a caller waiting for a slot; it sees the connection closed and passes
+        # the slot on to the next one (see _exchange).
+        self._slots.release()
+
+    def _lost_error(self) -> KafkaConnectionError:
+        return KafkaConnectionError(f"connection to broker {self._where()} {self._closed_reason}", broker=self.broker)
+
+    def _where(self) -> str:
+        return f"{self.broker} ({self.address})" if self.address and self.address != self.broker else f"{self.broker}"
+
+    # --- requests ------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        body: Declared,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+        expect_response: bool = True,
+        on_queued: Callable[[], object] | None = None,
+    ) -> Any:
+        """Send ``body`` and return the decoded response.
+
+        ``version`` defaults to the highest both sides support; ``timeout`` to
+        the configured request timeout. ``expect_response=False`` is for the
+        one request Kafka does not answer (Produce with acks=0): it returns
+        None once the frame has been written. ``on_queued`` is called (in the
+        caller's task, without yielding) as soon as the request has its place
+        in the connection's send order: the producer starts its requests one
+        by one with it, so that batches of a partition leave in order although
+        Trio runs the requesting tasks in no fixed order."""
+        api_key = type(body).SPEC.api_key
+        assert api_key is not None, f"{type(body).__name__} is not a request"
+        version = self.versions.pick(api_key) if version is None else self.versions.check(api_key, version)
+        frame = await self._exchange(body, api_key, version, timeout, expect_response, on_queued=on_queued)
+        if frame is None:
+            return None
+        try:
+            _, response = decode_response(api_key, version, frame)
+        except ProtocolError as exc:
+            raise KafkaProtocolError(
+                f"malformed {_api_name(api_key)} v{version} response from broker {self._where()}: {exc}",
+                broker=self.broker,
+            ) from exc
+        return response
+
+    async def _exchange(
+        self,
+        body: Declared,
+        api_key: int,
+        version: int,
+        timeout: float | None,
+        expect_response: bool,
+        *,
+        on_queued: Callable[[], object] | None = None,
+    ) -> bytes | None:
+        """Send one request; its response frame (without the length prefix)."""
+        if self._closed_reason is not None:
+            raise self._lost_error()
+        timeout = self.config.request_timeout if timeout is None else timeout
+        deadline = trio.current_time() + timeout
+        with trio.move_on_at(deadline) as waiting:
+            await self._slots.acquire()
+        if waiting.cancelled_caught:
+            raise RequestTimedOutError(
+                f"{_api_name(api_key)} to broker {self._where()}: no free in-flight slot within {timeout:g} s "
+                f"({self.config.max_in_flight} requests in flight)",
+                broker=self.broker,
+            )
+        if self._closed_reason is not None:
+            self._slots.release()
+            raise self._lost_error()
+        pending = self._queue(body, api_key, version, expect_response)
+        if on_queued is not None:
+            on_queued()
+        try:
+            with trio.move_on_at(deadline):
+                await pending.done.wait()
+        except BaseException:
+            pending.abandoned = True  # cancelled from outside: the response is read and dropped
+            raise
+        if not pending.done.is_set():
+            pending.abandoned = True
+            message = (
+                f"{_api_name(api_key)} v{version} (correlation id {pending.correlation_id}) to broker "
+                f"{self._where()} got no response within {timeout:g} s"
+            )
+            self.close(f"was closed after a request timed out: {message}")
+            raise RequestTimedOutError(message, broker=self.broker)
+        if pending.error is not None:
+            raise KafkaConnectionError(
+                f"connection to broker {self._where()} {pending.error} ({_api_name(api_key)} "
+                f"{'in flight' if pending.sent else 'not sent'})",
+                broker=self.broker,
+            )
+        return pending.frame
+
+    def _queue(self, body: Declared, api_key: int, version: int, expect_response: bool) -> _InFlight:
+        """Number, encode and queue a request; no checkpoint, so ids leave in order."""
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) % _MAX_CORRELATION_ID
+        try:
+            frame = encode_request(body, version, correlation_id, self.config.client_id)
+        except BaseException:
+            self._slots.release()
+            raise
+        pending = _InFlight(correlation_id, api_key, version, expect_response)
+        if expect_response:
+            self._in_flight.append(pending)
+        self._outgoing_send.send_nowait((pending, frame))
+        return pending
+
+    # --- background tasks --------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        """The reader and the writer, until the connection closes."""
+        with self._cancel_tasks:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._read_loop)
+                nursery.start_soon(self._write_loop)
+
+    async def _write_loop(self) -> None:
+        try:
+            async for pending, frame in self._outgoing:
+                if pending.abandoned and not pending.sent:
+                    self._drop_unsent(pending)
+                    continue
+                await self._stream.send_all(frame)
+                pending.sent = True
+                if not pending.expects_response:
+                    pending.done.set()
+                    self._slots.release()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self.close(f"broke while sending: {exc or type(exc).__name__}")
+
+    def _drop_unsent(self, pending: _InFlight) -> None:
+        if pending.expects_response:
+            self._in_flight.remove(pending)
+        self._slots.release()
+
+    async def _read_loop(self) -> None:
+        decoder = FrameDecoder(self.config.max_response_size)
+        try:
+            while True:
+                data = await self._stream.receive_some(RECEIVE_CHUNK)
+                if not data:
+                    self.close(
+                        "was closed by the broker"
+                        + (f" with {len(self._in_flight)} requests in flight" if self._in_flight else "")
+                    )
+                    return
+                decoder.feed(data)
+                for frame in decoder.frames():
+                    self._deliver(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self.close(f"broke while receiving: {exc or type(exc).__name__}")
+        except (ProtocolError, KafkaError) as exc:
+            self.close(f"was closed after a bad response: {exc}")
+
+    def _deliver(self, frame: bytes) -> None:
+        correlation_id = peek_correlation_id(frame)
+        if not self._in_flight:
+            raise KafkaProtocolError(f"response with correlation id {correlation_id} but no request in flight")
+        pending = self._in_flight[0]
+        if pending.correlation_id != correlation_id:
+            raise KafkaProtocolError(
+                f"response with correlation id {correlation_id}, expected {pending.correlation_id} "
+                f"({_api_name(pending.api_key)})"
+            )
+        self._in_flight.popleft()
+        pending.frame = frame
+        pending.done.set()
+        self._slots.release()
+
+    # --- negotiation -------------------------------------------------------------------------
+
+    async def _negotiate(self) -> BrokerApiVersions:
+        version = FIRST_API_VERSIONS_VERSION
+        for _ in range(2):
+            frame = await self._exchange(api_versions_request(), ApiKey.API_VERSIONS, version, None, True)
+            assert frame is not None
+            _, response, decoded_at = decode_api_versions(frame, version)
+            if decoded_at != version:  # UNSUPPORTED_VERSION: the body was v0
+                version = retry_version(response, version, self.broker)
+                log.debug("broker %s refused ApiVersions v%d; retrying at v%d", self.broker, decoded_at, version)
+                continue
+            self._versions = BrokerApiVersions.from_response(response, self.broker, version)
+            return self._versions
+        raise KafkaProtocolError(f"broker {self._where()} refused ApiVersions twice", broker=self.broker)
+
+
+async def _open_socket_stream(host: str, port: int, config: ClientConfig) -> trio.SocketStream:
+    """A connected TCP stream with the configured socket buffers set before connecting."""
+    infos = await trio.socket.getaddrinfo(host, port, type=trio.socket.SOCK_STREAM)
+    errors: list[str] = []
+    for family, type_, proto, _, address in infos:
+        sock = trio.socket.socket(family, type_, proto)
+        try:
+            if config.send_buffer_bytes is not None:
+                sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_SNDBUF, config.send_buffer_bytes)
+            if config.receive_buffer_bytes is not None:
+                sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, config.receive_buffer_bytes)
+            await sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            errors.append(os.strerror(exc.errno) if exc.errno else str(exc))
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return trio.SocketStream(sock)
+    raise OSError("; ".join(errors) or "no address")
+
+
+@asynccontextmanager
+async def connect(
+    host: str, port: int, *, config: ClientConfig | None = None, broker: int | str | None = None
+) -> AsyncIterator[BrokerConnection]:
+    """Open and negotiate a connection to ``host:port``; it is closed when the block exits.
+
+    ``broker`` (the broker's id) is used in error messages; it defaults to
+    ``host:port``. Raises :class:`~client.errors.KafkaConnectionError` when the
+    broker cannot be reached or negotiation fails within ``connect_timeout``."""
+    config = config or ClientConfig()
+    address = f"{host}:{port}"
+    who = broker if broker is not None else address
+    try:
+        with trio.fail_after(config.connect_timeout):
+            stream = await _open_socket_stream(host, port, config)
+    except (OSError, trio.TooSlowError) as exc:
+        reason = f"no connection within {config.connect_timeout:g} s" if isinstance(exc, trio.TooSlowError) else exc
+        raise KafkaConnectionError(
+            f"cannot connect to broker {who}" + (f" ({address})" if who != address else "") + f": {reason}",
+            broker=who,
+        ) from None
+    async with open_on_stream(stream, config=config, broker=who, address=address) as conn:
+        yield conn
+
+
+@asynccontextmanager
+async def open_on_stream(
+    stream: trio.abc.Stream, *, config: ClientConfig | None = None, broker: int | str = "?", address: str | None = None
+) -> AsyncIterator[BrokerConnection]:
+    """Run a connection over an already open stream (a TLS stream, a test's memory
+    stream); the stream is closed when the block exits."""
+    config = config or ClientConfig()
+    conn = BrokerConnection(stream, config=config, broker=broker, address=address)
+    try:
+        async with background_nursery() as nursery:
+            nursery.start_soon(conn._run)
+            try:
+                with trio.fail_after(config.connect_timeout):
+                    await conn._negotiate()
+            except (trio.TooSlowError, KafkaConnectionError, RequestTimedOutError) as exc:
+                reason = "no ApiVersions answer in time" if isinstance(exc, trio.TooSlowError) else str(exc)
+                raise KafkaConnectionError(
+                    f"cannot negotiate versions with broker {conn._where()}: {reason}", broker=broker
+                ) from None
+            try:
+                yield conn
+            finally:
+                conn.close()
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+__all__ = ["BrokerConnection", "connect", "open_on_stream"]

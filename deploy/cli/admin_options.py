@@ -1,0 +1,102 @@
+"""What ``tributary topics`` and ``tributary groups`` share: their common options,
+and running an operation with an :class:`~client.admin.Admin` on the cluster,
+turning client errors into one line on stderr and exit status 1."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from tributary.client.admin.admin import Admin
+from tributary.client.config import ClientConfig
+from tributary.client.errors import KafkaError
+from tributary.client.wire.cluster import Cluster
+from tributary.deploy.errors import operator_errors
+
+#: Exit status when the cluster refused or failed an operation (bad input is 2, as argparse).
+FAILED = 1
+USAGE = 2
+
+
+class CommandError(Exception):
+    """An operator error found by the command itself (not the cluster): one line, exit ``status``."""
+
+    def __init__(self, message: str, status: int = USAGE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """--bootstrap, --output and --timeout, accepted before and after the action
+    (the action's copies default to SUPPRESS so they do not overwrite the others)."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    parser.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        default=default(None),
+        help="brokers of the cluster (any Kafka-compatible one)",
+    )
+    parser.add_argument(
+        "--output", choices=("table", "json"), default=default("table"), help="human table (default) or JSON"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=default(30.0),
+        metavar="SECONDS",
+        help="how long an operation keeps retrying (default 30)",
+    )
+
+
+def _unwrapped(runner: Callable[..., int], *args: Any) -> int:
+    """Run; an exception group from the client's nurseries that holds one of the
+    errors handled here is reduced to its first such error."""
+    try:
+        return runner(*args)
+    except BaseExceptionGroup as group:
+        errors = operator_errors(group, (CommandError, KafkaError, trio.TooSlowError, ValueError))
+        if errors is None:
+            raise
+        raise errors[0] from group
+
+
+def run_admin(args: argparse.Namespace, operation: Callable[[Admin], Awaitable[int]]) -> int:
+    """Connect to ``args.bootstrap`` and run ``operation``; errors become one stderr line."""
+    prog = f"tributary {args.command}"
+    if not args.bootstrap:
+        print(f"{prog}: error: --bootstrap is required", file=sys.stderr)
+        return USAGE
+    config = ClientConfig(
+        client_id=f"tributary-{args.command}",
+        api_timeout=args.timeout,
+        request_timeout=args.timeout,
+        connect_timeout=min(args.timeout, 10.0),
+    )
+
+    async def main() -> int:
+        # The whole command gives up after a while, even if no broker ever answers.
+        with trio.fail_after(args.timeout + 5):
+            async with Cluster(args.bootstrap, config) as cluster:
+                return await operation(Admin(cluster))
+
+    try:
+        return _unwrapped(trio.run, main)
+    except CommandError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exc.status
+    except KafkaError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return FAILED
+    except trio.TooSlowError:
+        print(f"{prog}: error: no answer from {args.bootstrap} within {args.timeout + 5:g} s", file=sys.stderr)
+        return FAILED
+    except ValueError as exc:  # a malformed bootstrap list
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return USAGE
