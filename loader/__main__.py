@@ -1,4 +1,4 @@
-"""``python -m loader`` / ``spark-submit .../loader/__main__.py``: the same load as ``tributary load``."""
+"""``python -m tributary.loader`` / ``spark-submit .../loader/__main__.py``: the same load as ``tributary load``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The ``tributary load`` command's body, shared by ``deploy/cmd_load.py`` and
-``python -m loader`` (the script spark-submit runs on YARN or a standalone cluster)."""
+"""The ``tributary load`` command's body, shared by ``tributary load`` (deploy/cli/load.py) and
+``python -m tributary.loader`` (the script spark-submit runs on YARN or a standalone cluster)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import argparse
 import logging
 import re
 import sys
+from pathlib import Path
 
 from tributary.loader.errors import LoadError
 from tributary.loader.job import load
 from tributary.loader.options import load_options
+from tributary.loader.package import build_archive
 from tributary.loader.state import StateError
 from tributary.loader.summary import Summary, table, write_reports
 
@@ -42,7 +44,19 @@ def _log_phases() -> None:
         logger.propagate = False
 
 
+def _package(destination: Path) -> int:
+    try:
+        modules = build_archive(destination)
+    except OSError as exc:
+        print(f"{PROG}: cannot write the package archive {destination}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {destination} ({modules} modules): ship it with spark-submit --py-files {destination.name}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "package", None) is not None:
+        return _package(args.package)
     flags = {
         "bootstrap": args.bootstrap,
         "output": args.output,

@@ -73,6 +73,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-file", metavar="PATH", type=Path, help="write the run's metrics here (node_exporter textfile format)"
     )
     parser.add_argument("--config", metavar="FILE.toml", type=Path, help="TOML file with any of these settings")
+    parser.add_argument(
+        "--package",
+        metavar="FILE.zip",
+        type=Path,
+        help="only write the tributary package as one archive for Spark executors (spark-submit --py-files), then exit",
+    )
 
 
 _KEYS = (

@@ -18,7 +18,7 @@ virtualenv per host (created by the role). The dependencies (pyspark alone is hu
 are not downloaded again: the test then gives each new virtualenv a `.pth` line naming the
 project virtualenv's site-packages, the way a host image with the dependencies preinstalled
 would. So what the role does is what runs (`<root>/venv/bin/tributary`), and the test downloads
-nothing but the setuptools pip builds the wheel with (normally from pip's cache).
+nothing (the wheel is built by tests/wheel.py without build isolation).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from tests.deploy.systemctl import Unit, read_unit
 from tests.fixtures.kafka_wire import request
 from tests.fixtures.ports import free_ports
 from tests.fixtures.prometheus import fetch_text
+from tests.wheel import build_wheel
 from tributary.protocol.messages import MetadataRequest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,37 +76,6 @@ def ansible_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 # ---- the package to deploy
-
-
-def build_wheel(workdir: Path) -> Path:
-    """A wheel of this checkout, built from a copy so the work tree gets no build/ directory.
-
-    pip builds it in an isolated environment with the setuptools pyproject.toml asks for (from
-    pip's cache or PyPI): the project virtualenv's own setuptools may be older."""
-    source = workdir / "src"
-    for package in ("protocol", "client", "broker", "mirror", "loader", "deploy"):
-        shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, source / name)
-    wheels = workdir / "wheels"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "-w",
-            str(wheels),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (wheel,) = wheels.glob("tributary-*.whl")
-    return wheel
 
 
 # ---- the test topology and inventory
