@@ -14,8 +14,8 @@ from tributary.mirror.checkpoint import CheckpointStore
 from tributary.mirror.config import MirrorConfig
 from tributary.mirror.flow import ByteBudget, Throttle
 from tributary.mirror.links import Link
-from tributary.mirror.mapping import MappingWriter
 from tributary.mirror.metrics import MirrorMetrics
+from tributary.mirror.offset_map_writer import MappingWriter
 from tributary.mirror.produce import ProduceMux
 from tributary.mirror.topics import AggregateTopics
 

@@ -42,9 +42,9 @@ from tributary.mirror.context import MirrorContext
 from tributary.mirror.fetcher import SourceFetcher
 from tributary.mirror.flow import ByteBudget, Throttle
 from tributary.mirror.links import Link
-from tributary.mirror.mapping import MappingWriter
 from tributary.mirror.metrics import MirrorMetrics
 from tributary.mirror.naming import TopicFilter, aggregate_topic
+from tributary.mirror.offset_map_writer import MappingWriter
 from tributary.mirror.partition import PartitionCopier, PartitionState
 from tributary.mirror.produce import ProduceMux
 from tributary.mirror.topics import AggregateTopics

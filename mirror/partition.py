@@ -28,8 +28,8 @@ from tributary.client.wire.metadata import TopicPartition
 from tributary.mirror.batches import copyable, for_target
 from tributary.mirror.checkpoint import Checkpoint
 from tributary.mirror.context import MirrorContext
+from tributary.mirror.offset_map import MappingEntry
 from tributary.mirror.recovery import RecoveryError, reconcile
-from tributary.mirror.translation import MappingEntry
 from tributary.protocol.records import BatchHeader
 
 log = logging.getLogger("tributary.mirror")

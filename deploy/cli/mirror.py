@@ -28,7 +28,7 @@ from tributary.deploy.tables import render_table
 from tributary.mirror.config import MirrorConfig, MirrorConfigError, load_config
 from tributary.mirror.daemon import Mirror, MirrorStartError
 from tributary.mirror.naming import TopicFilter
-from tributary.mirror.translate import Translated, run_translate
+from tributary.mirror.translate_group import Translated, run_translate
 
 log = logging.getLogger("tributary.mirror")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tributary.client.producer.accumulator import RecordHandle
 from tributary.client.producer.producer import Producer
-from tributary.mirror.translation import MappingEntry
+from tributary.mirror.offset_map import MappingEntry
 
 
 class MappingWriter:

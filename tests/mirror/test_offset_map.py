@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tributary.mirror.translation import MappingEntry, PartitionMap, TranslationError, partition_maps
+from tributary.mirror.offset_map import MappingEntry, PartitionMap, TranslationError, partition_maps
 
 
 def entry(source_base: int, source_last: int, aggregate_base: int, *, topic: str = "t", partition: int = 0,

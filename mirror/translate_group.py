@@ -1,7 +1,7 @@
 """Translating a source group's committed offsets into aggregate offsets.
 
 Reads every entry of the mirror's offsets topic for one alias (see
-:mod:`mirror.translation`), the group's committed offsets on the source, and
+:mod:`tributary.mirror.offset_map`), the group's committed offsets on the source, and
 answers per partition the aggregate offset of exactly the record the group
 would read next. Optionally commits them for the same group in the
 aggregate, so its consumers fail over by subscribing to ``<alias>.<topic>``.
@@ -21,7 +21,7 @@ from tributary.client.wire.cluster import Cluster
 from tributary.client.wire.metadata import TopicPartition
 from tributary.mirror.checkpoint import CheckpointStore
 from tributary.mirror.naming import TopicFilter, aggregate_topic
-from tributary.mirror.translation import MappingEntry, PartitionMap, TranslationError, partition_maps
+from tributary.mirror.offset_map import MappingEntry, PartitionMap, TranslationError, partition_maps
 
 
 @dataclass(frozen=True, slots=True)
