@@ -68,6 +68,14 @@ class HadoopFS:
         if not self._fs.rename(self._path(src), self._path(dst)):
             raise OSError(f"cannot rename {src} to {dst}")
 
+    def modification_time(self, uri: str) -> float:
+        """The file's modification time, in seconds since the epoch."""
+        return int(self._fs.getFileStatus(self._path(uri)).getModificationTime()) / 1000.0
+
+    def set_modification_time(self, uri: str, seconds: float) -> None:
+        """Set the file's modification time (its access time stays as it is)."""
+        self._fs.setTimes(self._path(uri), int(seconds * 1000), -1)
+
     def list_dir(self, uri: str) -> list[FileStatus]:
         """The entries of a directory ([] when it does not exist)."""
         path = self._path(uri)

@@ -27,6 +27,7 @@ from tributary.client.errors import KafkaError
 from tributary.loader import hooks
 from tributary.loader.errors import LoadError
 from tributary.loader.hadoop import FileExists, HadoopFS
+from tributary.loader.lease import Lease
 from tributary.loader.manifest import build_manifest, by_topic
 from tributary.loader.options import LoadOptions
 from tributary.loader.plan import Bounds, Plan, list_bounds, make_plan, matching_topics, records_per_range
@@ -79,6 +80,7 @@ class Loader:
         self.fetcher = fetcher
         self.fs = HadoopFS(spark, options.output)
         self.state = StateStore(self.fs)
+        self.lease = Lease(self.fs, options.lease_timeout)
 
     def check_output(self) -> None:
         try:
@@ -158,6 +160,7 @@ class Loader:
         self.state.write_manifest(plan.run, build_manifest(plan, files, self.fs.root, resumed=resumed))
         log.info("run %s: %d files published in %.1f s", plan.run, len(files), _since(started))
         hooks.reached("commit")
+        self.lease.check()
         try:
             self.state.commit(plan)
         except FileExists:
@@ -170,6 +173,13 @@ class Loader:
     def run(self, summary: Summary) -> None:
         topics = matching_topics(self.fetcher, self.options.topic_pattern)
         self.check_output()
+        self.lease.acquire()
+        try:
+            self._run(topics, summary)
+        finally:
+            self.lease.release()
+
+    def _run(self, topics: list[str], summary: Summary) -> None:
         last = self.state.last_commit()
         if last is not None:
             self.state.clean_committed(last.run)

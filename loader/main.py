@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         "target-file-bytes": args.target_file_bytes,
         "summary-json": args.summary_json,
         "metrics-file": args.metrics_file,
+        "lease-timeout": args.lease_timeout,
     }
     try:
         options = load_options(flags, args.config)

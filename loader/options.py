@@ -22,6 +22,8 @@ from tributary.loader.errors import LoadError
 DEFAULT_MASTER = "local[*]"
 DEFAULT_MAX_RECORDS_PER_TASK = 1_000_000
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
+#: Seconds a loader that stopped renewing its lease keeps the warehouse (see lease.py).
+DEFAULT_LEASE_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,7 @@ class LoadOptions:
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     summary_json: Path | None = None
     metrics_file: Path | None = None
+    lease_timeout: float = DEFAULT_LEASE_TIMEOUT_S
 
     @property
     def topic_pattern(self) -> re.Pattern[str]:
@@ -72,6 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-file", metavar="PATH", type=Path, help="write the run's metrics here (node_exporter textfile format)"
     )
+    parser.add_argument(
+        "--lease-timeout",
+        metavar="SECONDS",
+        type=float,
+        help="a load that stopped renewing its lease on the warehouse loses it after this long "
+        f"(default: {DEFAULT_LEASE_TIMEOUT_S:.0f})",
+    )
     parser.add_argument("--config", metavar="FILE.toml", type=Path, help="TOML file with any of these settings")
     parser.add_argument(
         "--package",
@@ -91,6 +101,7 @@ _KEYS = (
     "target-file-bytes",
     "summary-json",
     "metrics-file",
+    "lease-timeout",
 )
 
 
@@ -122,6 +133,12 @@ def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise LoadError(f"setting '{name}' must be a positive integer, got {value!r}")
     return value
+
+
+def _positive_seconds(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise LoadError(f"setting '{name}' must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def normalize_output(uri: str) -> str:
@@ -170,4 +187,5 @@ def load_options(flags: Mapping[str, Any], config_file: Path | None = None) -> L
         ),
         summary_json=Path(paths["summary-json"]) if paths["summary-json"] is not None else None,
         metrics_file=Path(paths["metrics-file"]) if paths["metrics-file"] is not None else None,
+        lease_timeout=_positive_seconds("lease-timeout", settings.get("lease-timeout", DEFAULT_LEASE_TIMEOUT_S)),
     )

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from tributary.client.blocking import BlockingFetcher
 from tributary.client.errors import KafkaError
-from tributary.loader.hooks import DRIVER_PID_ENV, KILL_ENV, kill_process_tree
+from tributary.loader.hooks import KILL_ENV, reached_in_task
 from tributary.loader.naming import split_topic
 from tributary.loader.plan import Range
 from tributary.loader.schema import ARROW_SCHEMA, HEADER
@@ -117,17 +117,16 @@ def read_range(fetcher: BlockingFetcher, r: Range) -> Iterator[pa.RecordBatch]:
 
 
 def _maybe_kill() -> None:
-    """Test hook ``read:<task>``: the task with that partition id kills the whole load
-    (the driver and its JVM, as a power cut would) after handing Spark a chunk."""
-    hook = os.environ.get(KILL_ENV, "")
-    if not hook.startswith("read:"):
+    """Test hooks (hooks.py): after handing Spark a chunk, the task named by the hook kills
+    the whole load (``read:<task>``, as a power cut would), its own Python worker
+    (``worker:<task>``) or pauses (``pause:<task>``)."""
+    if not os.environ.get(KILL_ENV):
         return
-    from pyspark import TaskContext  # noqa: PLC0415 (only for the test hook)
+    from pyspark import TaskContext  # noqa: PLC0415 (only for the test hooks)
 
     context = TaskContext.get()
-    driver = os.environ.get(DRIVER_PID_ENV)
-    if context is not None and driver and str(context.partitionId()) == hook.removeprefix("read:"):
-        kill_process_tree(int(driver))
+    if context is not None:
+        reached_in_task(context.partitionId())
 
 
 def read_ranges(bootstrap: str, ranges: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
+from tributary.loader.hooks import EXECUTOR_ENV
 from tributary.loader.options import DEFAULT_MASTER
+from tributary.loader.package import build_archive
 
 
 def start_session(master: str | None) -> SparkSession:
@@ -33,8 +37,23 @@ def start_session(master: str | None) -> SparkSession:
         # No _SUCCESS markers in the staging area: the publish list is the loader's own.
         .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
     )
+    # Executors in processes of their own get the test hooks' settings (hooks.py) too.
+    for name in EXECUTOR_ENV:
+        if name in os.environ:
+            builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
     if master is not None:
         builder = builder.master(master)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if not (spark.sparkContext.master or "local").startswith("local"):
+        _ship_package(spark)
     return spark
+
+
+def _ship_package(spark: SparkSession) -> None:
+    """Executors of a cluster import ``tributary`` from one archive of this very code, first on
+    their path: never from whatever else their Python has installed (package.py)."""
+    directory = tempfile.mkdtemp(prefix="tributary-load-")
+    archive = Path(directory) / "tributary.zip"
+    build_archive(archive)
+    spark.sparkContext.addPyFile(str(archive))

@@ -1,6 +1,6 @@
 """``tributary load``: drain the aggregate cluster into Hadoop, exactly once.
 
-    tributary load --bootstrap BOOTSTRAP --output URI [--topics REGEX] [--master URL]
+    tributary load --bootstrap BOOTSTRAP --output URI [--topics REGEX] [--master URL] [--lease-timeout S]
                    [--max-records-per-task N] [--allow-gaps] [--config FILE.toml]
                    [--target-file-bytes N] [--summary-json PATH] [--metrics-file PATH]
 
