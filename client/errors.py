@@ -15,6 +15,15 @@ Two flags drive the retry logic of the layers above:
   cluster refreshes its metadata before the retry (Kafka's
   ``InvalidMetadataException``).
 
+Neither is written here: the error-code table in ``protocol/error_codes.py`` is
+the one place that says how each code is handled. A class names its code in its
+header, ``class NotLeaderError(BrokerResponseError,
+code=ErrorCode.NOT_LEADER_OR_FOLLOWER)``, and takes its flags from that row
+(:meth:`KafkaError.__init_subclass__`); a :class:`BrokerResponseError` subclass
+is also what :func:`error_for` raises for its code. Codes without a class of
+their own still get their row's flags, on a plain ``BrokerResponseError``. The
+classes are written out, not generated, so that mypy and readers see each one.
+
 This module imports neither trio nor sockets: the blocking fetcher uses it.
 """
 
@@ -29,11 +38,23 @@ class KafkaError(Exception):
     ``error_code`` is the Kafka error code (the broker's, or the one Kafka's
     clients use for a client-side failure); ``topic``, ``partition`` and
     ``broker`` say where, when known. ``broker`` is a broker id, or for a
-    broker not yet known by id its ``host:port``."""
+    broker not yet known by id its ``host:port``.
+
+    A subclass that stands for one code says so with ``code=`` in its class
+    header: that sets ``default_code``, and ``retriable`` and
+    ``invalidates_metadata`` from the code's row. A subclass without ``code=``
+    inherits all three."""
 
     default_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
-    retriable: bool = False
-    invalidates_metadata: bool = False
+    retriable: bool = ErrorCode.UNKNOWN_SERVER_ERROR.retriable
+    invalidates_metadata: bool = ErrorCode.UNKNOWN_SERVER_ERROR.invalidates_metadata
+
+    def __init_subclass__(cls, *, code: ErrorCode | None = None, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.default_code = code
+            cls.retriable = code.retriable
+            cls.invalidates_metadata = code.invalidates_metadata
 
     def __init__(
         self,
@@ -62,35 +83,24 @@ class KafkaError(Exception):
 # --- client-side failures --------------------------------------------------------------
 
 
-class KafkaConnectionError(KafkaError):
+class KafkaConnectionError(KafkaError, code=ErrorCode.NETWORK_EXCEPTION):
     """A broker could not be reached, or a connection broke with requests in flight.
 
     The requests may or may not have been processed by the broker."""
 
-    default_code = ErrorCode.NETWORK_EXCEPTION
-    retriable = True
-    invalidates_metadata = True
 
-
-class RequestTimedOutError(KafkaError):
+class RequestTimedOutError(KafkaError, code=ErrorCode.REQUEST_TIMED_OUT):
     """No response within the request timeout (client side), or the broker's
     own REQUEST_TIMED_OUT."""
 
-    default_code = ErrorCode.REQUEST_TIMED_OUT
-    retriable = True
 
-
-class UnsupportedVersionError(KafkaError):
+class UnsupportedVersionError(KafkaError, code=ErrorCode.UNSUPPORTED_VERSION):
     """The broker supports no version of an API that this client also speaks."""
 
-    default_code = ErrorCode.UNSUPPORTED_VERSION
 
-
-class KafkaProtocolError(KafkaError):
+class KafkaProtocolError(KafkaError, code=ErrorCode.UNKNOWN_SERVER_ERROR):
     """The broker sent bytes this client cannot decode, or a response that
     does not match its request."""
-
-    default_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class NoBrokersAvailableError(KafkaConnectionError):
@@ -100,17 +110,32 @@ class NoBrokersAvailableError(KafkaConnectionError):
 # --- errors brokers answer with ----------------------------------------------------------
 
 
+# The class error_for raises for a code: each BrokerResponseError subclass that names
+# a code adds itself (BrokerResponseError.__init_subclass__).
+_BY_CODE: dict[int, type[BrokerResponseError]] = {}
+
+
 class BrokerResponseError(KafkaError):
-    """An error code in a broker's response that has no more specific class."""
+    """An error code in a broker's response that has no more specific class.
+
+    Its subclasses are the specific classes: one per code, which
+    :func:`error_for` raises for that code."""
+
+    def __init_subclass__(cls, *, code: ErrorCode | None = None, **kwargs: object) -> None:
+        super().__init_subclass__(code=code, **kwargs)
+        if code is None:
+            return
+        # Two classes for one code would make error_for's choice depend on import order.
+        if code in _BY_CODE:
+            raise TypeError(f"{cls.__name__} and {_BY_CODE[code].__name__} both claim {code.name}")
+        _BY_CODE[code] = cls
 
 
-class OffsetOutOfRangeError(BrokerResponseError):
+class OffsetOutOfRangeError(BrokerResponseError, code=ErrorCode.OFFSET_OUT_OF_RANGE):
     """The requested offset lies outside the partition's log.
 
     ``offset`` is the requested offset (or the start of the requested range),
     ``log_start_offset``/``high_watermark`` the log's bounds where known."""
-
-    default_code = ErrorCode.OFFSET_OUT_OF_RANGE
 
     def __init__(
         self,
@@ -130,252 +155,174 @@ class OffsetOutOfRangeError(BrokerResponseError):
         self.high_watermark = high_watermark
 
 
-class CorruptMessageError(BrokerResponseError):
-    default_code = ErrorCode.CORRUPT_MESSAGE
-    retriable = True
+class CorruptMessageError(BrokerResponseError, code=ErrorCode.CORRUPT_MESSAGE):
+    pass
 
 
-class UnknownTopicOrPartitionError(BrokerResponseError):
-    default_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    retriable = True
-    invalidates_metadata = True
+class UnknownTopicOrPartitionError(BrokerResponseError, code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+    pass
 
 
-class LeaderNotAvailableError(BrokerResponseError):
-    default_code = ErrorCode.LEADER_NOT_AVAILABLE
-    retriable = True
-    invalidates_metadata = True
+class LeaderNotAvailableError(BrokerResponseError, code=ErrorCode.LEADER_NOT_AVAILABLE):
+    pass
 
 
-class NotLeaderError(BrokerResponseError):
+class NotLeaderError(BrokerResponseError, code=ErrorCode.NOT_LEADER_OR_FOLLOWER):
     """NOT_LEADER_OR_FOLLOWER: the broker does not lead the partition (any more)."""
 
-    default_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-    retriable = True
-    invalidates_metadata = True
+
+class BrokerNotAvailableError(BrokerResponseError, code=ErrorCode.BROKER_NOT_AVAILABLE):
+    pass
 
 
-class BrokerNotAvailableError(BrokerResponseError):
-    default_code = ErrorCode.BROKER_NOT_AVAILABLE
-    invalidates_metadata = True
+class MessageTooLargeError(BrokerResponseError, code=ErrorCode.MESSAGE_TOO_LARGE):
+    pass
 
 
-class MessageTooLargeError(BrokerResponseError):
-    default_code = ErrorCode.MESSAGE_TOO_LARGE
+class RecordListTooLargeError(BrokerResponseError, code=ErrorCode.RECORD_LIST_TOO_LARGE):
+    pass
 
 
-class RecordListTooLargeError(BrokerResponseError):
-    default_code = ErrorCode.RECORD_LIST_TOO_LARGE
+class NotEnoughReplicasError(BrokerResponseError, code=ErrorCode.NOT_ENOUGH_REPLICAS):
+    pass
 
 
-class NotEnoughReplicasError(BrokerResponseError):
-    default_code = ErrorCode.NOT_ENOUGH_REPLICAS
-    retriable = True
+class KafkaStorageError(BrokerResponseError, code=ErrorCode.KAFKA_STORAGE_ERROR):
+    pass
 
 
-class KafkaStorageError(BrokerResponseError):
-    default_code = ErrorCode.KAFKA_STORAGE_ERROR
-    retriable = True
-    invalidates_metadata = True
+class InvalidTopicError(BrokerResponseError, code=ErrorCode.INVALID_TOPIC_EXCEPTION):
+    pass
 
 
-class InvalidTopicError(BrokerResponseError):
-    default_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+class TopicAuthorizationFailedError(BrokerResponseError, code=ErrorCode.TOPIC_AUTHORIZATION_FAILED):
+    pass
 
 
-class TopicAuthorizationFailedError(BrokerResponseError):
-    default_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+class TopicAlreadyExistsError(BrokerResponseError, code=ErrorCode.TOPIC_ALREADY_EXISTS):
+    pass
 
 
-class TopicAlreadyExistsError(BrokerResponseError):
-    default_code = ErrorCode.TOPIC_ALREADY_EXISTS
+class InvalidPartitionsError(BrokerResponseError, code=ErrorCode.INVALID_PARTITIONS):
+    pass
 
 
-class InvalidPartitionsError(BrokerResponseError):
-    default_code = ErrorCode.INVALID_PARTITIONS
+class InvalidReplicationFactorError(BrokerResponseError, code=ErrorCode.INVALID_REPLICATION_FACTOR):
+    pass
 
 
-class InvalidReplicationFactorError(BrokerResponseError):
-    default_code = ErrorCode.INVALID_REPLICATION_FACTOR
+class InvalidConfigError(BrokerResponseError, code=ErrorCode.INVALID_CONFIG):
+    pass
 
 
-class InvalidConfigError(BrokerResponseError):
-    default_code = ErrorCode.INVALID_CONFIG
+class NotControllerError(BrokerResponseError, code=ErrorCode.NOT_CONTROLLER):
+    pass
 
 
-class NotControllerError(BrokerResponseError):
-    default_code = ErrorCode.NOT_CONTROLLER
-    retriable = True
-    invalidates_metadata = True
+class InvalidRequestError(BrokerResponseError, code=ErrorCode.INVALID_REQUEST):
+    pass
 
 
-class InvalidRequestError(BrokerResponseError):
-    default_code = ErrorCode.INVALID_REQUEST
+class InvalidRequiredAcksError(BrokerResponseError, code=ErrorCode.INVALID_REQUIRED_ACKS):
+    pass
 
 
-class InvalidRequiredAcksError(BrokerResponseError):
-    default_code = ErrorCode.INVALID_REQUIRED_ACKS
+class InvalidRecordError(BrokerResponseError, code=ErrorCode.INVALID_RECORD):
+    pass
 
 
-class InvalidRecordError(BrokerResponseError):
-    default_code = ErrorCode.INVALID_RECORD
-
-
-class UnknownServerError(BrokerResponseError):
-    default_code = ErrorCode.UNKNOWN_SERVER_ERROR
+class UnknownServerError(BrokerResponseError, code=ErrorCode.UNKNOWN_SERVER_ERROR):
+    pass
 
 
 # Group coordination
 
 
-class CoordinatorLoadInProgressError(BrokerResponseError):
-    default_code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    retriable = True
+class CoordinatorLoadInProgressError(BrokerResponseError, code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+    pass
 
 
-class CoordinatorNotAvailableError(BrokerResponseError):
-    default_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    retriable = True
+class CoordinatorNotAvailableError(BrokerResponseError, code=ErrorCode.COORDINATOR_NOT_AVAILABLE):
+    pass
 
 
-class NotCoordinatorError(BrokerResponseError):
-    default_code = ErrorCode.NOT_COORDINATOR
-    retriable = True
+class NotCoordinatorError(BrokerResponseError, code=ErrorCode.NOT_COORDINATOR):
+    pass
 
 
-class IllegalGenerationError(BrokerResponseError):
-    default_code = ErrorCode.ILLEGAL_GENERATION
+class IllegalGenerationError(BrokerResponseError, code=ErrorCode.ILLEGAL_GENERATION):
+    pass
 
 
-class InconsistentGroupProtocolError(BrokerResponseError):
-    default_code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+class InconsistentGroupProtocolError(BrokerResponseError, code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL):
+    pass
 
 
-class InvalidGroupIdError(BrokerResponseError):
-    default_code = ErrorCode.INVALID_GROUP_ID
+class InvalidGroupIdError(BrokerResponseError, code=ErrorCode.INVALID_GROUP_ID):
+    pass
 
 
-class UnknownMemberIdError(BrokerResponseError):
-    default_code = ErrorCode.UNKNOWN_MEMBER_ID
+class UnknownMemberIdError(BrokerResponseError, code=ErrorCode.UNKNOWN_MEMBER_ID):
+    pass
 
 
-class InvalidSessionTimeoutError(BrokerResponseError):
-    default_code = ErrorCode.INVALID_SESSION_TIMEOUT
+class InvalidSessionTimeoutError(BrokerResponseError, code=ErrorCode.INVALID_SESSION_TIMEOUT):
+    pass
 
 
-class RebalanceInProgressError(BrokerResponseError):
-    default_code = ErrorCode.REBALANCE_IN_PROGRESS
+class RebalanceInProgressError(BrokerResponseError, code=ErrorCode.REBALANCE_IN_PROGRESS):
+    pass
 
 
-class MemberIdRequiredError(BrokerResponseError):
-    default_code = ErrorCode.MEMBER_ID_REQUIRED
+class MemberIdRequiredError(BrokerResponseError, code=ErrorCode.MEMBER_ID_REQUIRED):
+    pass
 
 
-class FencedInstanceIdError(BrokerResponseError):
-    default_code = ErrorCode.FENCED_INSTANCE_ID
+class FencedInstanceIdError(BrokerResponseError, code=ErrorCode.FENCED_INSTANCE_ID):
+    pass
 
 
-class GroupIdNotFoundError(BrokerResponseError):
-    default_code = ErrorCode.GROUP_ID_NOT_FOUND
+class GroupIdNotFoundError(BrokerResponseError, code=ErrorCode.GROUP_ID_NOT_FOUND):
+    pass
 
 
-class GroupNotEmptyError(BrokerResponseError):
-    default_code = ErrorCode.NON_EMPTY_GROUP
+class GroupNotEmptyError(BrokerResponseError, code=ErrorCode.NON_EMPTY_GROUP):
+    pass
 
 
-class OffsetMetadataTooLargeError(BrokerResponseError):
-    default_code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+class OffsetMetadataTooLargeError(BrokerResponseError, code=ErrorCode.OFFSET_METADATA_TOO_LARGE):
+    pass
 
 
-class UnstableOffsetCommitError(BrokerResponseError):
-    default_code = ErrorCode.UNSTABLE_OFFSET_COMMIT
-    retriable = True
+class UnstableOffsetCommitError(BrokerResponseError, code=ErrorCode.UNSTABLE_OFFSET_COMMIT):
+    pass
 
 
 # Idempotent producers
 
 
-class OutOfOrderSequenceError(BrokerResponseError):
-    default_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+class OutOfOrderSequenceError(BrokerResponseError, code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
+    pass
 
 
-class DuplicateSequenceError(BrokerResponseError):
-    default_code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+class DuplicateSequenceError(BrokerResponseError, code=ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+    pass
 
 
-class InvalidProducerEpochError(BrokerResponseError):
-    default_code = ErrorCode.INVALID_PRODUCER_EPOCH
+class InvalidProducerEpochError(BrokerResponseError, code=ErrorCode.INVALID_PRODUCER_EPOCH):
+    pass
 
 
-class UnknownProducerIdError(BrokerResponseError):
-    default_code = ErrorCode.UNKNOWN_PRODUCER_ID
+class UnknownProducerIdError(BrokerResponseError, code=ErrorCode.UNKNOWN_PRODUCER_ID):
+    pass
 
 
-class ProducerFencedError(BrokerResponseError):
-    default_code = ErrorCode.PRODUCER_FENCED
+class ProducerFencedError(BrokerResponseError, code=ErrorCode.PRODUCER_FENCED):
+    pass
 
 
-class BrokerUnsupportedVersionError(BrokerResponseError):
+class BrokerUnsupportedVersionError(BrokerResponseError, code=ErrorCode.UNSUPPORTED_VERSION):
     """The broker answered UNSUPPORTED_VERSION to a request."""
-
-    default_code = ErrorCode.UNSUPPORTED_VERSION
-
-
-_BY_CODE: dict[int, type[BrokerResponseError]] = {
-    cls.default_code: cls
-    for cls in (
-        OffsetOutOfRangeError,
-        CorruptMessageError,
-        UnknownTopicOrPartitionError,
-        LeaderNotAvailableError,
-        NotLeaderError,
-        BrokerNotAvailableError,
-        MessageTooLargeError,
-        RecordListTooLargeError,
-        NotEnoughReplicasError,
-        KafkaStorageError,
-        InvalidTopicError,
-        TopicAuthorizationFailedError,
-        TopicAlreadyExistsError,
-        InvalidPartitionsError,
-        InvalidReplicationFactorError,
-        InvalidConfigError,
-        NotControllerError,
-        InvalidRequestError,
-        InvalidRequiredAcksError,
-        InvalidRecordError,
-        UnknownServerError,
-        CoordinatorLoadInProgressError,
-        CoordinatorNotAvailableError,
-        NotCoordinatorError,
-        IllegalGenerationError,
-        InconsistentGroupProtocolError,
-        InvalidGroupIdError,
-        UnknownMemberIdError,
-        InvalidSessionTimeoutError,
-        RebalanceInProgressError,
-        MemberIdRequiredError,
-        FencedInstanceIdError,
-        GroupIdNotFoundError,
-        GroupNotEmptyError,
-        OffsetMetadataTooLargeError,
-        UnstableOffsetCommitError,
-        OutOfOrderSequenceError,
-        DuplicateSequenceError,
-        InvalidProducerEpochError,
-        UnknownProducerIdError,
-        ProducerFencedError,
-        BrokerUnsupportedVersionError,
-    )
-}
-# Codes that mean stale metadata but have no class of their own here.
-_METADATA_CODES = frozenset(
-    {
-        ErrorCode.REPLICA_NOT_AVAILABLE,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_LEADER_EPOCH,
-    }
-)
 
 
 def _code_name(code: int) -> str:
@@ -407,6 +354,7 @@ def error_for(
 
     ``context`` names what was being done ("fetch at offset 12"); ``detail`` is
     the broker's own error message, if the response carried one."""
+    # A broker's REQUEST_TIMED_OUT reads as the client's own timeout: callers catch one class.
     if code == ErrorCode.REQUEST_TIMED_OUT:
         cls: type[KafkaError] = RequestTimedOutError
     else:
@@ -421,9 +369,11 @@ def error_for(
         text = f"{text}: {detail}"
     error = cls(text, error_code=code, topic=topic, partition=partition, broker=broker)
     if cls is BrokerResponseError:
-        # Instance attributes override the class defaults for codes without a class.
-        error.retriable = ErrorCode.of(code).retriable
-        error.invalidates_metadata = code in _METADATA_CODES
+        # A code without a class still gets its row's flags (instance attributes
+        # override the class defaults); a code newer than the table gets none.
+        row = ErrorCode.of(code)
+        error.retriable = row.retriable
+        error.invalidates_metadata = row.invalidates_metadata
     return error
 
 

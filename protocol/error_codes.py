@@ -1,39 +1,68 @@
-"""Kafka's error codes, as carried in every response's ``error_code`` fields.
+"""Kafka's error codes: one table, one row per code, with what a client may do about it.
 
-Values and names follow Apache Kafka's ``org.apache.kafka.common.protocol.Errors``;
-a test checks them against kafka-python's independent table.
+Values and names follow Apache Kafka's ``org.apache.kafka.common.protocol.Errors``. There each
+row names an exception class, and the class's superclass says how a client handles the error
+(``RetriableException``, ``InvalidMetadataException``). This package has no exceptions (it is
+sans-IO, below the client), so each row carries those two facts as :class:`Handling` flags
+instead; ``tributary.client.errors`` derives its exception classes' ``retriable`` and
+``invalidates_metadata`` from them, and the broker uses the same members for its answers.
+``tests/protocol/test_error_codes.py`` checks names, values and flags against kafka-python's
+independent table, listing where (and why) we differ.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from enum import Flag, IntEnum, auto
+
+
+class Handling(Flag):
+    """What a client may do about an error code besides giving up."""
+
+    # Neither: the request failed for good (the producer's docs call these final errors).
+    FINAL = 0
+    # The same request may succeed if sent again later (Kafka's RetriableException).
+    RETRIABLE = auto()
+    # The client's idea of who leads what, or where the controller is, is stale: refresh the
+    # metadata before the retry (Kafka's InvalidMetadataException, plus BROKER_NOT_AVAILABLE and
+    # NOT_CONTROLLER, after which our client looks the broker or the controller up again).
+    INVALIDATES_METADATA = auto()
 
 
 class ErrorCode(IntEnum):
-    """A Kafka error code. ``retriable`` says whether Kafka's clients retry it."""
+    """A Kafka error code: an ``int`` on the wire, with its row's :class:`Handling`.
+
+    A row reads ``NAME = value`` or ``NAME = value, flags``."""
+
+    handling: Handling
+
+    def __new__(cls, value: int, handling: Handling = Handling.FINAL) -> ErrorCode:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.handling = handling
+        return member
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
     OFFSET_OUT_OF_RANGE = 1
-    CORRUPT_MESSAGE = 2
-    UNKNOWN_TOPIC_OR_PARTITION = 3
+    CORRUPT_MESSAGE = 2, Handling.RETRIABLE
+    UNKNOWN_TOPIC_OR_PARTITION = 3, Handling.RETRIABLE | Handling.INVALIDATES_METADATA
     INVALID_FETCH_SIZE = 4
-    LEADER_NOT_AVAILABLE = 5
-    NOT_LEADER_OR_FOLLOWER = 6
-    REQUEST_TIMED_OUT = 7
-    BROKER_NOT_AVAILABLE = 8
-    REPLICA_NOT_AVAILABLE = 9
+    LEADER_NOT_AVAILABLE = 5, Handling.RETRIABLE | Handling.INVALIDATES_METADATA
+    NOT_LEADER_OR_FOLLOWER = 6, Handling.RETRIABLE | Handling.INVALIDATES_METADATA
+    REQUEST_TIMED_OUT = 7, Handling.RETRIABLE
+    BROKER_NOT_AVAILABLE = 8, Handling.INVALIDATES_METADATA
+    REPLICA_NOT_AVAILABLE = 9, Handling.RETRIABLE | Handling.INVALIDATES_METADATA
     MESSAGE_TOO_LARGE = 10
     STALE_CONTROLLER_EPOCH = 11
     OFFSET_METADATA_TOO_LARGE = 12
-    NETWORK_EXCEPTION = 13
-    COORDINATOR_LOAD_IN_PROGRESS = 14
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
+    NETWORK_EXCEPTION = 13, Handling.RETRIABLE | Handling.INVALIDATES_METADATA
+    COORDINATOR_LOAD_IN_PROGRESS = 14, Handling.RETRIABLE
+    COORDINATOR_NOT_AVAILABLE = 15, Handling.RETRIABLE
+    NOT_COORDINATOR = 16, Handling.RETRIABLE
     INVALID_TOPIC_EXCEPTION = 17
     RECORD_LIST_TOO_LARGE = 18
-    NOT_ENOUGH_REPLICAS = 19
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    NOT_ENOUGH_REPLICAS = 19, Handling.RETRIABLE
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20, Handling.RETRIABLE
     INVALID_REQUIRED_ACKS = 21
     ILLEGAL_GENERATION = 22
     INCONSISTENT_GROUP_PROTOCOL = 23
@@ -54,7 +83,7 @@ class ErrorCode(IntEnum):
     INVALID_REPLICATION_FACTOR = 38
     INVALID_REPLICA_ASSIGNMENT = 39
     INVALID_CONFIG = 40
-    NOT_CONTROLLER = 41
+    NOT_CONTROLLER = 41, Handling.RETRIABLE | Handling.INVALIDATES_METADATA
     INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
     POLICY_VIOLATION = 44
@@ -64,12 +93,12 @@ class ErrorCode(IntEnum):
     INVALID_TXN_STATE = 48
     INVALID_PRODUCER_ID_MAPPING = 49
     INVALID_TRANSACTION_TIMEOUT = 50
-    CONCURRENT_TRANSACTIONS = 51
+    CONCURRENT_TRANSACTIONS = 51, Handling.RETRIABLE
     TRANSACTION_COORDINATOR_FENCED = 52
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     SECURITY_DISABLED = 54
     OPERATION_NOT_ATTEMPTED = 55
-    KAFKA_STORAGE_ERROR = 56
+    KAFKA_STORAGE_ERROR = 56, Handling.RETRIABLE | Handling.INVALIDATES_METADATA
     LOG_DIR_NOT_FOUND = 57
     SASL_AUTHENTICATION_FAILED = 58
     UNKNOWN_PRODUCER_ID = 59
@@ -83,26 +112,26 @@ class ErrorCode(IntEnum):
     INVALID_PRINCIPAL_TYPE = 67
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
-    FETCH_SESSION_ID_NOT_FOUND = 70
-    INVALID_FETCH_SESSION_EPOCH = 71
-    LISTENER_NOT_FOUND = 72
+    FETCH_SESSION_ID_NOT_FOUND = 70, Handling.RETRIABLE
+    INVALID_FETCH_SESSION_EPOCH = 71, Handling.RETRIABLE
+    LISTENER_NOT_FOUND = 72, Handling.RETRIABLE
     TOPIC_DELETION_DISABLED = 73
-    FENCED_LEADER_EPOCH = 74
-    UNKNOWN_LEADER_EPOCH = 75
+    FENCED_LEADER_EPOCH = 74, Handling.RETRIABLE | Handling.INVALIDATES_METADATA
+    UNKNOWN_LEADER_EPOCH = 75, Handling.RETRIABLE | Handling.INVALIDATES_METADATA
     UNSUPPORTED_COMPRESSION_TYPE = 76
     STALE_BROKER_EPOCH = 77
-    OFFSET_NOT_AVAILABLE = 78
+    OFFSET_NOT_AVAILABLE = 78, Handling.RETRIABLE
     MEMBER_ID_REQUIRED = 79
-    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    PREFERRED_LEADER_NOT_AVAILABLE = 80, Handling.RETRIABLE
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
-    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
-    ELECTION_NOT_NEEDED = 84
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83, Handling.RETRIABLE
+    ELECTION_NOT_NEEDED = 84, Handling.RETRIABLE
     NO_REASSIGNMENT_IN_PROGRESS = 85
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
-    UNSTABLE_OFFSET_COMMIT = 88
-    THROTTLING_QUOTA_EXCEEDED = 89
+    UNSTABLE_OFFSET_COMMIT = 88, Handling.RETRIABLE
+    THROTTLING_QUOTA_EXCEEDED = 89, Handling.RETRIABLE
     PRODUCER_FENCED = 90
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
@@ -113,13 +142,13 @@ class ErrorCode(IntEnum):
     PRINCIPAL_DESERIALIZATION_FAILURE = 97
     SNAPSHOT_NOT_FOUND = 98
     POSITION_OUT_OF_RANGE = 99
-    UNKNOWN_TOPIC_ID = 100
+    UNKNOWN_TOPIC_ID = 100, Handling.RETRIABLE
     DUPLICATE_BROKER_REGISTRATION = 101
     BROKER_ID_NOT_REGISTERED = 102
-    INCONSISTENT_TOPIC_ID = 103
+    INCONSISTENT_TOPIC_ID = 103, Handling.RETRIABLE
     INCONSISTENT_CLUSTER_ID = 104
     TRANSACTIONAL_ID_NOT_FOUND = 105
-    FETCH_SESSION_TOPIC_ID_ERROR = 106
+    FETCH_SESSION_TOPIC_ID_ERROR = 106, Handling.RETRIABLE
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
     OFFSET_MOVED_TO_TIERED_STORAGE = 109
@@ -135,8 +164,8 @@ class ErrorCode(IntEnum):
     INVALID_REGISTRATION = 119
     TRANSACTION_ABORTABLE = 120
     INVALID_RECORD_STATE = 121
-    SHARE_SESSION_NOT_FOUND = 122
-    INVALID_SHARE_SESSION_EPOCH = 123
+    SHARE_SESSION_NOT_FOUND = 122, Handling.RETRIABLE
+    INVALID_SHARE_SESSION_EPOCH = 123, Handling.RETRIABLE
     FENCED_STATE_EPOCH = 124
     INVALID_VOTER_KEY = 125
     DUPLICATE_VOTER = 126
@@ -144,7 +173,13 @@ class ErrorCode(IntEnum):
 
     @property
     def retriable(self) -> bool:
-        return self in _RETRIABLE
+        """Whether Kafka's clients retry a request that failed with this code."""
+        return Handling.RETRIABLE in self.handling
+
+    @property
+    def invalidates_metadata(self) -> bool:
+        """Whether a client refreshes its metadata before retrying."""
+        return Handling.INVALIDATES_METADATA in self.handling
 
     @classmethod
     def of(cls, code: int) -> ErrorCode:
@@ -153,38 +188,3 @@ class ErrorCode(IntEnum):
             return cls(code)
         except ValueError:
             return cls.UNKNOWN_SERVER_ERROR
-
-
-_RETRIABLE = frozenset({
-    ErrorCode.CONCURRENT_TRANSACTIONS,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.CORRUPT_MESSAGE,
-    ErrorCode.ELECTION_NOT_NEEDED,
-    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-    ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
-    ErrorCode.INCONSISTENT_TOPIC_ID,
-    ErrorCode.INVALID_FETCH_SESSION_EPOCH,
-    ErrorCode.KAFKA_STORAGE_ERROR,
-    ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.LISTENER_NOT_FOUND,
-    ErrorCode.NETWORK_EXCEPTION,
-    ErrorCode.NOT_CONTROLLER,
-    ErrorCode.NOT_COORDINATOR,
-    ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.OFFSET_NOT_AVAILABLE,
-    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-    ErrorCode.REPLICA_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT,
-    ErrorCode.THROTTLING_QUOTA_EXCEEDED,
-    ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_TOPIC_ID,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.UNSTABLE_OFFSET_COMMIT,
-    ErrorCode.SHARE_SESSION_NOT_FOUND,
-    ErrorCode.INVALID_SHARE_SESSION_EPOCH,
-})

@@ -14,18 +14,14 @@ from tributary.client.errors import KafkaError
 from tributary.protocol.error_codes import ErrorCode
 
 
-class NoOffsetForPartitionError(KafkaError):
+class NoOffsetForPartitionError(KafkaError, code=ErrorCode.OFFSET_OUT_OF_RANGE):
     """A partition has no committed offset and ``auto_offset_reset`` is "none"."""
 
-    default_code = ErrorCode.OFFSET_OUT_OF_RANGE
 
-
-class CommitFailedError(KafkaError):
+class CommitFailedError(KafkaError, code=ErrorCode.ILLEGAL_GENERATION):
     """A commit the group refused because this member is no longer part of the
     generation it committed for (the group rebalanced, or the member was dropped);
     the partitions may already belong to another member."""
-
-    default_code = ErrorCode.ILLEGAL_GENERATION
 
 
 class GroupMembershipError(KafkaError):

@@ -12,15 +12,13 @@ from tributary.client.errors import KafkaError
 from tributary.protocol.error_codes import ErrorCode
 
 
-class DeliveryTimeoutError(KafkaError):
+class DeliveryTimeoutError(KafkaError, code=ErrorCode.REQUEST_TIMED_OUT):
     """A record was not acknowledged within ``delivery_timeout_ms``: its partition
     had no reachable leader, or every attempt failed with a retriable error. The
     last such error is the ``__cause__`` and ``last_error``. The record may have
     been written by an attempt whose answer was lost (unless idempotence is on
-    and a later attempt reached the broker)."""
-
-    default_code = ErrorCode.REQUEST_TIMED_OUT
-    retriable = True
+    and a later attempt reached the broker). Retriable, as Kafka's TimeoutException:
+    the application may send the record again."""
 
     def __init__(
         self,

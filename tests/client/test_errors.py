@@ -1,10 +1,11 @@
-"""Errors: one class per actionable code, messages that say where, flags that drive retries."""
+"""Errors: one class per actionable code, messages that say where, flags from the protocol's table."""
 
 from __future__ import annotations
 
 import pytest
 
 from tributary.client import errors
+from tributary.client.consumer import errors as consumer_errors
 from tributary.client.errors import (
     BrokerResponseError,
     KafkaConnectionError,
@@ -17,6 +18,7 @@ from tributary.client.errors import (
     error_for,
     raise_for_code,
 )
+from tributary.client.producer import errors as producer_errors
 from tributary.protocol.error_codes import ErrorCode
 
 
@@ -72,3 +74,68 @@ def test_client_side_errors() -> None:
     timed_out = RequestTimedOutError("slow", broker=1)
     assert timed_out.retriable and not timed_out.invalidates_metadata
     assert timed_out.message == "slow"
+
+
+# --- the classes derive from the protocol's error-code table ------------------------------
+
+
+def _declared_error_classes() -> list[type[KafkaError]]:
+    """Every KafkaError class the client declares (client, producer and consumer errors)."""
+    classes = {
+        value
+        for module in (errors, producer_errors, consumer_errors)
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, KafkaError)
+    }
+    return sorted(classes, key=lambda cls: cls.__name__)
+
+
+@pytest.mark.parametrize("cls", _declared_error_classes(), ids=lambda cls: cls.__name__)
+def test_class_flags_are_their_codes_row(cls: type[KafkaError]) -> None:
+    row = cls.default_code
+    assert (cls.retriable, cls.invalidates_metadata) == (row.retriable, row.invalidates_metadata)
+
+
+@pytest.mark.parametrize("code", [code for code in ErrorCode if code], ids=lambda code: code.name)
+def test_every_code_gets_its_rows_flags(code: ErrorCode) -> None:
+    error = error_for(code)
+    assert (error.retriable, error.invalidates_metadata) == (code.retriable, code.invalidates_metadata)
+    assert error.error_code is code
+
+
+def test_error_for_raises_the_class_that_names_the_code() -> None:
+    named = [
+        cls for cls in _declared_error_classes() if issubclass(cls, BrokerResponseError) and "default_code" in vars(cls)
+    ]
+    assert {cls.default_code: cls for cls in named} == errors._BY_CODE
+    assert all(type(error_for(code)) is cls for code, cls in errors._BY_CODE.items())
+    # Client-side classes name a code for their flags, but error_for does not raise them.
+    assert type(error_for(ErrorCode.NETWORK_EXCEPTION)) is BrokerResponseError
+    assert type(error_for(ErrorCode.UNSUPPORTED_VERSION)) is errors.BrokerUnsupportedVersionError
+
+
+def test_every_public_class_is_exported() -> None:
+    public = {cls.__name__ for cls in _declared_error_classes() if cls.__module__ == errors.__name__}
+    assert public <= set(errors.__all__)
+    assert all(hasattr(errors, name) for name in errors.__all__)
+
+
+def test_a_subclass_names_its_code_in_its_header() -> None:
+    class Fenced(BrokerResponseError, code=ErrorCode.FENCED_LEADER_EPOCH):
+        pass
+
+    class StillFenced(Fenced):
+        pass
+
+    try:
+        assert Fenced.default_code is ErrorCode.FENCED_LEADER_EPOCH
+        assert Fenced.retriable and Fenced.invalidates_metadata
+        assert errors._BY_CODE[ErrorCode.FENCED_LEADER_EPOCH] is Fenced
+        assert StillFenced.default_code is ErrorCode.FENCED_LEADER_EPOCH and StillFenced.retriable
+        with pytest.raises(TypeError, match="both claim FENCED_LEADER_EPOCH"):
+
+            class Again(BrokerResponseError, code=ErrorCode.FENCED_LEADER_EPOCH):
+                pass
+
+    finally:
+        del errors._BY_CODE[ErrorCode.FENCED_LEADER_EPOCH]
