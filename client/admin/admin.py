@@ -20,9 +20,9 @@ nothing for brokers that do not offer DescribeLogDirs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -55,13 +55,10 @@ from tributary.protocol.messages import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     CreatePartitionsRequest,
-    CreatePartitionsResponse,
     CreateTopicsRequest,
-    CreateTopicsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteTopicsRequest,
-    DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
@@ -81,6 +78,7 @@ from tributary.protocol.messages import (
     OffsetFetchResponse,
 )
 from tributary.protocol.primitives import Reader
+from tributary.protocol.schema import Declared
 from tributary.protocol.supported import CONSUMER_PROTOCOL_VERSIONS
 
 GROUP_APIS = (ApiKey.FIND_COORDINATOR, ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_GROUPS, ApiKey.OFFSET_FETCH)
@@ -169,6 +167,17 @@ def _decode_consumer_protocol(data: bytes, cls: type[Any]) -> Any:
         return None
 
 
+class _TopicResult(Protocol):
+    """One topic's row in a CreateTopics, CreatePartitions or DeleteTopics response."""
+
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def error_message(self) -> str | None: ...
+
+
 class Admin:
     """Admin operations on a cluster."""
 
@@ -183,6 +192,53 @@ class Admin:
         if not error.retriable or trio.current_time() + self.cluster.config.retry_backoff > deadline:
             raise error
         await trio.sleep(self.cluster.config.retry_backoff)
+
+    async def _per_topic_at_controller(
+        self,
+        names: Iterable[str],
+        request_for: Callable[[list[str], int], Declared],
+        results_of: Callable[[Any], Iterable[_TopicResult]],
+        *,
+        context: str,
+        deadline: float,
+        final: frozenset[ErrorCode] = frozenset(),
+    ) -> list[KafkaError]:
+        """Send a request with one entry per topic to the controller until every topic
+        succeeded or failed for good, and return the failures in the order they came.
+
+        ``request_for(names, timeout_ms)`` builds the request for the topics still to
+        do; ``results_of(response)`` is the response's per-topic rows. A topic whose
+        error is retriable (and its code not in ``final``) goes into the next round,
+        after a backoff, as does the whole request when the controller cannot be
+        reached; when ``deadline`` leaves no time for another round, that error is
+        raised (as is any other error in sending). Any other error in a topic's row
+        is that topic's failure."""
+        remaining = dict.fromkeys(names)  # an ordered set: requests list topics as given
+        failures: list[KafkaError] = []
+        while remaining:
+            timeout_ms = max(int((deadline - trio.current_time()) * 1000), 1)
+            try:
+                response = await self.cluster.send_to_controller(request_for(list(remaining), timeout_ms))
+            except KafkaError as exc:
+                await self._backoff_or_raise(exc, deadline)
+                continue
+            retry: list[KafkaError] = []
+            for result in results_of(response):
+                name = result.name
+                if name is None or name not in remaining:
+                    continue
+                if not result.error_code:
+                    del remaining[name]
+                    continue
+                error = error_for(result.error_code, topic=name, detail=result.error_message, context=context)
+                if error.retriable and result.error_code not in final:
+                    retry.append(error)
+                else:
+                    failures.append(error)
+                    del remaining[name]
+            if retry:
+                await self._backoff_or_raise(retry[0], deadline)
+        return failures
 
     # --- cluster and topics --------------------------------------------------------------------
 
@@ -235,11 +291,9 @@ class Admin:
         once the metadata shows each created topic with a leader for every
         partition."""
         wanted = {t.name: t for t in topics}
-        deadline = self._deadline(timeout)
-        remaining = dict(wanted)
-        failures: list[KafkaError] = []
-        while remaining:
-            request = CreateTopicsRequest(
+
+        def request_for(names: list[str], timeout_ms: int) -> CreateTopicsRequest:
+            return CreateTopicsRequest(
                 topics=[
                     CreateTopicsRequest.CreatableTopic(
                         name=t.name,
@@ -249,33 +303,19 @@ class Admin:
                             CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in t.configs.items()
                         ],
                     )
-                    for t in remaining.values()
+                    for t in (wanted[name] for name in names)
                 ],
-                timeout_ms=max(int((deadline - trio.current_time()) * 1000), 1),
+                timeout_ms=timeout_ms,
                 validate_only=validate_only,
             )
-            try:
-                response: CreateTopicsResponse = await self.cluster.send_to_controller(request)
-            except KafkaError as exc:
-                await self._backoff_or_raise(exc, deadline)
-                continue
-            retry: list[KafkaError] = []
-            for result in response.topics:
-                if result.name not in remaining:
-                    continue
-                if not result.error_code:
-                    del remaining[result.name]
-                    continue
-                error = error_for(
-                    result.error_code, topic=result.name, detail=result.error_message, context="create topic"
-                )
-                if error.retriable:
-                    retry.append(error)
-                else:
-                    failures.append(error)
-                    del remaining[result.name]
-            if retry:
-                await self._backoff_or_raise(retry[0], deadline)
+
+        failures = await self._per_topic_at_controller(
+            wanted,
+            request_for,
+            lambda response: response.topics,
+            context="create topic",
+            deadline=self._deadline(timeout),
+        )
         if wait and not validate_only:
             failed = {e.topic for e in failures}
             await self._wait_for_topics([n for n in wanted if n not in failed], timeout)
@@ -328,37 +368,16 @@ class Admin:
         """Delete topics (sent to the controller); the first failure is raised after
         all were attempted (UnknownTopicOrPartitionError for a missing topic).
         With ``wait``, returns once the metadata no longer lists them."""
-        remaining = set(names)
-        wanted = set(remaining)
-        deadline = self._deadline(timeout)
-        failures: list[KafkaError] = []
-        while remaining:
-            request = DeleteTopicsRequest(
-                topic_names=sorted(remaining), timeout_ms=max(int((deadline - trio.current_time()) * 1000), 1)
-            )
-            try:
-                response: DeleteTopicsResponse = await self.cluster.send_to_controller(request)
-            except KafkaError as exc:
-                await self._backoff_or_raise(exc, deadline)
-                continue
-            retry: list[KafkaError] = []
-            for result in response.responses:
-                if result.name not in remaining:
-                    continue
-                if not result.error_code:
-                    remaining.discard(result.name)
-                    continue
-                error = error_for(
-                    result.error_code, topic=result.name, detail=result.error_message, context="delete topic"
-                )
-                # UNKNOWN_TOPIC_OR_PARTITION is retriable in general, not for a deletion.
-                if error.retriable and result.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    retry.append(error)
-                else:
-                    failures.append(error)
-                    remaining.discard(result.name)
-            if retry:
-                await self._backoff_or_raise(retry[0], deadline)
+        wanted = set(names)
+        failures = await self._per_topic_at_controller(
+            wanted,
+            lambda remaining, timeout_ms: DeleteTopicsRequest(topic_names=sorted(remaining), timeout_ms=timeout_ms),
+            lambda response: response.responses,
+            context="delete topic",
+            deadline=self._deadline(timeout),
+            # UNKNOWN_TOPIC_OR_PARTITION is retriable in general, not for a deletion.
+            final=frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}),
+        )
         if wait:
             failed = {e.topic for e in failures}
             gone = wanted - failed
@@ -375,40 +394,22 @@ class Admin:
         first failure is raised after all were attempted (InvalidPartitionsError
         when a count does not grow, UnknownTopicOrPartitionError). Returns once the
         metadata shows the new partitions with leaders, and their leaders know it."""
-        deadline = self._deadline(timeout)
-        remaining = dict(counts)
-        failures: list[KafkaError] = []
-        while remaining:
-            request = CreatePartitionsRequest(
+        failures = await self._per_topic_at_controller(
+            counts,
+            lambda remaining, timeout_ms: CreatePartitionsRequest(
                 topics=[
-                    CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=count, assignments=None)
-                    for name, count in remaining.items()
+                    CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=counts[name], assignments=None)
+                    for name in remaining
                 ],
-                timeout_ms=max(int((deadline - trio.current_time()) * 1000), 1),
+                timeout_ms=timeout_ms,
                 validate_only=validate_only,
-            )
-            try:
-                response: CreatePartitionsResponse = await self.cluster.send_to_controller(request)
-            except KafkaError as exc:
-                await self._backoff_or_raise(exc, deadline)
-                continue
-            retry: list[KafkaError] = []
-            for result in response.results:
-                if result.name not in remaining:
-                    continue
-                if not result.error_code:
-                    del remaining[result.name]
-                    continue
-                error = error_for(
-                    result.error_code, topic=result.name, detail=result.error_message, context="add partitions"
-                )
-                if error.retriable and result.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    retry.append(error)
-                else:
-                    failures.append(error)
-                    del remaining[result.name]
-            if retry:
-                await self._backoff_or_raise(retry[0], deadline)
+            ),
+            lambda response: response.results,
+            context="add partitions",
+            deadline=self._deadline(timeout),
+            # A topic that does not exist will not appear by waiting: nothing to grow.
+            final=frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}),
+        )
         if not validate_only:
             failed = {e.topic for e in failures}
             grown = {name: count for name, count in counts.items() if name not in failed}
