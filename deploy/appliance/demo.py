@@ -42,6 +42,10 @@ from tributary.deploy.appliance.status import MirrorStatus, mirror_numbers, topi
 from tributary.deploy.appliance.supervisor import describe_returncode
 from tributary.deploy.appliance.topology import Load, Topology
 from tributary.deploy.appliance.warehouse import WarehouseCount, count_warehouse
+from tributary.deploy.audit.collect import collect as collect_audit
+from tributary.deploy.audit.model import Row as AuditRow
+from tributary.deploy.audit.model import Verdict, audit
+from tributary.deploy.audit.report import render as render_audit
 from tributary.deploy.tables import render_table
 
 MARKER = ".tributary-demo"
@@ -92,6 +96,9 @@ class Report:
     phases: dict[str, float] = field(default_factory=dict)
     load_exit: int | None = None
     peak_rss: int = 0  # bytes, this process and all its descendants together
+    #: The audit's rows (per topic and hour, every stage) and its window, in ms.
+    audit: list[AuditRow] = field(default_factory=list)
+    audit_window: tuple[int, int] = (0, 0)
     problems: list[str] = field(default_factory=list)
 
     def streams(self) -> list[tuple[str, str]]:
@@ -113,6 +120,11 @@ class Report:
             hadoop = self.hadoop.get((f"{alias}.{topic}", alias))
             if hadoop is not None and hadoop.distinct != hadoop.rows:
                 self.problems.append(f"{alias}/{topic}: {hadoop.rows - hadoop.distinct} duplicate offsets in Hadoop")
+        # Everything has settled by the end of the demo: every hour must agree at every stage.
+        for row in self.audit:
+            if row.verdict is not Verdict.OK:
+                hour = time.strftime("%Y-%m-%d %H:00", time.gmtime(row.hour / 1000))
+                self.problems.append(f"audit {row.datacenter}/{row.topic} {hour}: {row.verdict} ({row.why})")
         if self.load_exit not in (0, None):
             self.problems.append(f"the load {describe_returncode(self.load_exit)}")
 
@@ -166,6 +178,8 @@ def render(report: Report) -> str:
     lines.append(f"  {total:.1f} s: {phases}")
     if report.peak_rss:
         lines.append(f"  peak memory of all processes together: {report.peak_rss / 2**20:,.0f} MiB")
+    if report.audit:
+        lines += ["", render_audit(report.audit, *report.audit_window)]
     lines.append("")
     if report.problems:
         lines.append("COUNTS DISAGREE:")
@@ -199,6 +213,7 @@ class Demo:
         self.say = say
         self.catch_up_timeout = catch_up_timeout
         self.report = Report({alias: m.source for alias, m in topology.mirrors.items()})
+        self.produce_started_ms = int(time.time() * 1000)
 
     def _quiet(self, line: str) -> None:
         # Every child's start and stop would bury the progress; crashes and restarts still show.
@@ -243,6 +258,7 @@ class Demo:
     # --- 2. produce ------------------------------------------------------------------------------
 
     async def _produce_all(self) -> None:
+        self.produce_started_ms = int(time.time() * 1000)
         sources = {alias: self.topology.clusters[m.source] for alias, m in self.topology.mirrors.items()}
         self.say(
             f"== 2/6 producing {self.events:,} events (page views, searches, clicks; JSON, zstd) into each of "
@@ -415,13 +431,16 @@ class Demo:
     # --- 5. count --------------------------------------------------------------------------------
 
     async def _count(self) -> None:
-        self.say("== 5/6 counting records at the source, in the aggregate and in Hadoop")
+        self.say("== 5/6 counting records at the source, in the aggregate and in Hadoop, and auditing them per hour")
         for alias, source in self.report.sources.items():
             for topic in await topic_records(self.topology.clusters[source].bootstrap, timeout=5.0):
                 if topic.name in TOPICS:
                     self.report.source_records[(alias, topic.name)] = topic.records or 0
         self.report.aggregate_records = await self._aggregate_counts()
         self.report.hadoop = await trio.to_thread.run_sync(count_warehouse, self.warehouse)
+        window = (self.produce_started_ms, int(time.time() * 1000))
+        self.report.audit = audit(await collect_audit(self.topology, *window))
+        self.report.audit_window = window
         for alias, mirror in self.topology.mirrors.items():
             status = MirrorStatus(alias, mirror.source, mirror.target)
             for port in mirror.metrics_ports():

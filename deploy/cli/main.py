@@ -20,6 +20,7 @@ from importlib.metadata import version
 # Subcommand -> the module that provides ``register(subparsers)``; the parser it adds sets ``func``.
 SUBCOMMANDS = {
     "api-versions": "tributary.deploy.cli.api_versions",
+    "audit": "tributary.deploy.cli.audit",
     "broker": "tributary.deploy.cli.broker",
     "groups": "tributary.deploy.cli.groups",
     "load": "tributary.deploy.cli.load",

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import pytest
 
 from tributary.deploy.appliance.demo import MARKER, DemoError, Produced, Report, claim_directory, render
 from tributary.deploy.appliance.warehouse import WarehouseCount
+from tributary.deploy.audit.model import HOUR_MS, Verdict
+from tributary.deploy.audit.model import Row as AuditRow
 
 from .topologies import write_topology
 
@@ -90,6 +93,24 @@ def test_agreeing_counts_pass_and_disagreeing_ones_fail() -> None:
     duplicated = _report(10, distinct=8)
     duplicated.check()
     assert duplicated.problems == ["east/pageviews: 2 duplicate offsets in Hadoop"]
+
+
+def test_an_hour_the_audit_does_not_find_ok_fails_the_demo() -> None:
+    hour = 1_764_000_000_000 - 1_764_000_000_000 % HOUR_MS
+    report = _report(10)
+    report.audit = [AuditRow("east", "pageviews", hour, 10, 10, 10, 10, Verdict.OK, "")]
+    report.audit_window = (hour, hour + 1)
+    report.check()
+    assert report.problems == []
+    assert re.search(r"^2025-11-24 \d\d:00 +10 +10 +10 +10 +ok$", render(report), re.MULTILINE), render(report)
+    late = _report(10)
+    why = "the mirror has recorded 8 of 10"
+    late.audit = [AuditRow("east", "pageviews", hour, 10, 8, 8, 8, Verdict.IN_FLIGHT, why)]
+    late.check()
+    assert late.problems == [
+        f"audit east/pageviews {time.strftime('%Y-%m-%d %H:00', time.gmtime(hour / 1000))}: in flight "
+        "(the mirror has recorded 8 of 10)"
+    ]
 
 
 def test_demo_refuses_directories_it_did_not_write(tmp_path: Path) -> None:
