@@ -126,7 +126,7 @@ def _retention(indexes: Mapping[int, PartitionIndex], hour: int) -> bool:
     """Whether retention may have deleted records of the hour: a log lost its beginning, and
     the hour starts at its start offset (the time index knows nothing of deleted records, so
     an hour partly or wholly deleted begins where the log now begins)."""
-    return any(0 < p.log_start and p.hour_first_offset(hour) <= p.log_start for p in indexes.values())
+    return any(p.log_start > 0 and p.hour_first_offset(hour) <= p.log_start for p in indexes.values())
 
 
 def _judge_mirror(stream: Stream, hour: int, c: HourCounts) -> Judgement | None:
