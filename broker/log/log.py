@@ -41,10 +41,12 @@ from tributary.broker.log.segment import (
     parse_segment_file_name,
 )
 from tributary.protocol.crc32c import BytesLike
-from tributary.protocol.errors import CorruptRecordError
+from tributary.protocol.errors import CorruptRecordError, ProtocolError
 from tributary.protocol.records import (
+    LOG_APPEND_TIME,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
+    iter_records,
     parse_batch_header,
     rewrite_crc,
     set_base_offset,
@@ -53,6 +55,28 @@ from tributary.protocol.records import (
 )
 
 __all__ = ["PRODUCER_STATE_FILE", "AppendResult", "FileRegion", "PartitionLog", "ReadResult"]
+
+
+def _first_record_at(segment: Segment, header: BatchHeader, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) of the batch's first record stamped at or after ``timestamp``.
+
+    A batch stamped with the log's append time gives every record its maximum
+    timestamp, and a control batch holds one marker: both answer with their
+    first offset. A batch that cannot be read whole answers the same way (the
+    answer is then up to a batch early, as before; it is never past a record)."""
+    if header.timestamp_type == LOG_APPEND_TIME or header.is_control:
+        return header.base_offset, header.max_timestamp
+    found = segment.locate(header.base_offset)
+    if found is None:
+        return header.base_offset, header.max_timestamp
+    try:
+        data = os.pread(segment.fd, header.size, found[0])
+        for record in iter_records(data, check_crc=False):
+            if record.timestamp >= timestamp:
+                return record.offset, record.timestamp
+    except (OSError, ProtocolError) as exc:
+        log.warning("offset for timestamp %d: batch at offset %d unreadable (%s)", timestamp, header.base_offset, exc)
+    return header.base_offset, header.max_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -359,12 +383,14 @@ class PartitionLog:
         )
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(base offset, max timestamp) of the first visible batch whose
-        maximum timestamp is >= ``timestamp``; None if there is none.
+        """(offset, timestamp) of the first visible record stamped at or after
+        ``timestamp``; None if there is none.
 
-        Batches are never decompressed, so the answer is a batch's first
-        offset, not the first record's at that time: a consumer seeking there
-        may see a few earlier records of that batch."""
+        The time index finds the first batch whose maximum timestamp reaches it;
+        the record inside it is found by reading that one batch's records, as
+        Kafka does. ListOffsets is off the produce and fetch paths, which never
+        decompress; without this, every hour boundary of an audit (and every
+        seek by time) would land on a batch's first record, up to a batch early."""
         self._check_open()
         for segment in self._segments:
             if segment.max_timestamp >= timestamp:
@@ -372,7 +398,7 @@ class PartitionLog:
                 if header is not None:
                     if header.base_offset >= self.visible_end_offset():
                         return None
-                    return header.base_offset, header.max_timestamp
+                    return _first_record_at(segment, header, timestamp)
         return None
 
     # --- flushing ---------------------------------------------------------------

@@ -261,19 +261,24 @@ def test_log_append_time_stamps_batches_inside_a_valid_crc(tmp_path: Path) -> No
     log.close()
 
 
-def test_offset_for_timestamp_finds_the_first_batch_reaching_it(tmp_path: Path) -> None:
+def test_offset_for_timestamp_finds_the_first_record_of_the_first_batch_reaching_it(tmp_path: Path) -> None:
+    """Kafka's answer: the time index finds the first batch whose maximum timestamp reaches the
+    time, and the answer is that batch's first record stamped at or after it."""
     rng = random.Random(3)
     log = open_log(tmp_path / "t-0", segment_bytes=2000, index_interval_bytes=200)
-    batches: list[tuple[int, int]] = []  # (base offset, max timestamp)
+    batches: list[tuple[int, list[tuple[int, int]]]] = []  # (max timestamp, [(offset, timestamp)])
     timestamp = T0
     for i in range(400):
         # Mostly rising, sometimes back in time, as producers' clocks go.
         timestamp += rng.choice([0, 5, 10, 50, -30])
-        result = log.append(batch(rng.randint(1, 3), timestamp=timestamp, tag=i), 0, NOW)
-        batches.append((result.base_offset, max(h.max_timestamp for h in headers(read_all(log, result.base_offset)))))
+        compression = rng.choice([Compression.NONE, Compression.ZSTD])
+        result = log.append(batch(rng.randint(1, 3), timestamp=timestamp, tag=i, compression=compression), 0, NOW)
+        stored = read_all(log, result.base_offset)
+        batches.append((validate_batch(stored).max_timestamp, [(r.offset, r.timestamp) for r in iter_records(stored)]))
 
     def expected(ts: int) -> tuple[int, int] | None:
-        return next(((o, t) for o, t in batches if t >= ts), None)
+        records = next((records for top, records in batches if top >= ts), None)
+        return None if records is None else next((o, t) for o, t in records if t >= ts)
 
     probes = [T0 - 100, T0, *(rng.randint(T0, timestamp + 10) for _ in range(300)), timestamp + 50]
     for ts in probes:

@@ -14,7 +14,13 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from tributary.broker.log.config import LogConfig
 from tributary.broker.log.log import PartitionLog
 from tributary.protocol.compression import Compression
-from tributary.protocol.records import build_batch, parse_batch_header, set_base_offset, set_partition_leader_epoch
+from tributary.protocol.records import (
+    build_batch,
+    iter_records,
+    parse_batch_header,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
 
 from .helpers import NOW, T0, crash
 
@@ -93,7 +99,8 @@ class LogMachine(RuleBasedStateMachine):
         for batch in self.batches:
             header = parse_batch_header(batch)
             if header.max_timestamp >= ts:
-                expected = (header.base_offset, header.max_timestamp)
+                # That batch's first record stamped at or after it (Kafka's answer).
+                expected = next((r.offset, r.timestamp) for r in iter_records(batch) if r.timestamp >= ts)
                 break
         assert self.log.offset_for_timestamp(ts) == expected
 
