@@ -58,6 +58,14 @@ def broker_by_id(cluster: Cluster, broker_id: int) -> BrokerProcess:
 
 def stored_batches(broker: BrokerProcess, topic: str, partition: int, end_offset: int) -> Iterator[BatchHeader]:
     """The headers of the batches ``broker`` stores for the partition, up to ``end_offset``."""
+    for header, _ in stored_batch_bytes(broker, topic, partition, end_offset):
+        yield header
+
+
+def stored_batch_bytes(
+    broker: BrokerProcess, topic: str, partition: int, end_offset: int
+) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Each batch ``broker`` stores for the partition up to ``end_offset``: its header and its bytes."""
     offset = 0
     with WireConnection(*broker.address) as conn:
         while offset < end_offset:
@@ -78,6 +86,6 @@ def stored_batches(broker: BrokerProcess, topic: str, partition: int, end_offset
             assert data.error_code == ErrorCode.NONE, data
             buf = bytes(data.records or b"")
             assert buf, f"nothing served at offset {offset}, below {end_offset}"
-            for _, header in iter_batches(buf):
-                yield header
+            for pos, header in iter_batches(buf):
+                yield header, buf[pos : pos + header.size]
                 offset = header.next_offset
