@@ -17,18 +17,16 @@ import logging
 import time
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
 from tributary.broker.context import CloseConnection, RequestContext
-from tributary.broker.handlers import HANDLERS, unsupported_api_versions_response
+from tributary.broker.dispatch import respond
 from tributary.broker.transport import send_parts
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.framing import FrameDecoder
-from tributary.protocol.headers import decode_request_body, decode_request_header, encode_response_parts
-from tributary.protocol.messages import ApiKey
-from tributary.protocol.supported import is_supported
+from tributary.protocol.headers import decode_request_header
 
 if TYPE_CHECKING:
     from tributary.broker.state import Broker
@@ -107,7 +105,7 @@ async def _handle_requests(
             ctx = RequestContext(broker, envelope, peer)
             started = time.perf_counter()
             try:
-                parts = await _respond(ctx, frame)
+                parts = await respond(ctx, frame)
             except BaseException:
                 _release(ctx.after_send)
                 raise
@@ -150,26 +148,3 @@ async def _write_responses(
 def _release(callbacks: list[Callable[[], None]]) -> None:
     for release in callbacks:
         release()
-
-
-async def _respond(ctx: RequestContext, frame: bytes) -> list[bytes | Sized] | None:
-    envelope = ctx.envelope
-    # An API in the codec's supported table but without a handler yet is not
-    # advertised either: the client gets what any unknown API gets.
-    if not is_supported(envelope.api_key, envelope.api_version) or envelope.api_key not in HANDLERS:
-        if envelope.api_key == ApiKey.API_VERSIONS:
-            body = unsupported_api_versions_response(ctx)
-            return encode_response_parts(body, 0, envelope.correlation_id)
-        raise CloseConnection(
-            f"unsupported request: API key {envelope.api_key} version {envelope.api_version} "
-            f"from client {envelope.header.client_id!r}"
-        )
-    try:
-        request = decode_request_body(envelope, frame)
-    except ProtocolError as exc:
-        raise CloseConnection(f"malformed {ApiKey(envelope.api_key).name} v{envelope.api_version}: {exc}") from None
-    handler = HANDLERS[ApiKey(envelope.api_key)]
-    response: Any = await handler(ctx, request)
-    if response is None:  # acks=0 produce: Kafka sends nothing back
-        return None
-    return encode_response_parts(response, envelope.api_version, envelope.correlation_id)

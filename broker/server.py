@@ -18,6 +18,7 @@ from tributary.broker.cluster.model import BrokerInfo
 from tributary.broker.cluster.registry import ClusterRegistry
 from tributary.broker.config import BrokerConfig
 from tributary.broker.connection import serve_connection
+from tributary.broker.dispatch import advertised_versions
 from tributary.broker.log.manager import LogManager
 from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.metrics_http import open_metrics_listeners, serve_metrics
@@ -99,7 +100,7 @@ async def run(
             metrics_listeners = await open_metrics_listeners(metrics_host, config.metrics_port)
         async with trio.open_nursery() as nursery:
             await nursery.start(registry.run)
-            broker = Broker(config, registry, logs, metrics)
+            broker = Broker(config, registry, logs, advertised_versions(), metrics)
             metrics.registry.register(BrokerStateCollector(broker))
             if metrics_listeners is not None:
                 await nursery.start(serve_metrics, metrics.registry, metrics_listeners)

@@ -9,8 +9,6 @@ from tributary.broker.group.coordinator import GroupCoordinator
 from tributary.broker.group.offsets_topic import OffsetsTopic
 from tributary.broker.group.service import GroupService
 from tributary.broker.group.storage import OffsetsLogStorage
-from tributary.broker.handlers import HANDLERS
-from tributary.broker.handlers.api_versions import advertised
 from tributary.broker.log.manager import LogManager
 from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.partitions import PartitionManager
@@ -37,7 +35,12 @@ class ProducerIds:
 
 class Broker:
     def __init__(
-        self, config: BrokerConfig, registry: ClusterRegistry, logs: LogManager, metrics: BrokerMetrics | None = None
+        self,
+        config: BrokerConfig,
+        registry: ClusterRegistry,
+        logs: LogManager,
+        api_versions: list[ApiVersionsResponse.ApiVersion],
+        metrics: BrokerMetrics | None = None,
     ) -> None:
         self.config = config
         self.metrics = metrics if metrics is not None else BrokerMetrics()
@@ -49,7 +52,8 @@ class Broker:
             GroupCoordinator(config.group), OffsetsLogStorage(self.partitions, lambda: registry.snapshot)
         )
         self.offsets_topic = OffsetsTopic(registry, config.group)
-        self.api_versions: list[ApiVersionsResponse.ApiVersion] = advertised(HANDLERS)
+        # What ApiVersions answers: the dispatcher's routes, handed down by the server.
+        self.api_versions = api_versions
 
     @property
     def broker_id(self) -> int:

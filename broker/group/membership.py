@@ -182,9 +182,7 @@ class Membership:
             self._reply_join(member.awaiting_join, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
         member.awaiting_join = ticket
 
-    def _replace_static_member(
-        self, group: Group, old_id: str, new_id: str, ticket: Ticket, req: JoinRequest
-    ) -> None:
+    def _replace_static_member(self, group: Group, old_id: str, new_id: str, ticket: Ticket, req: JoinRequest) -> None:
         """A static member came back without its member id (a restarted process): it
         takes over its old place, assignment included, and the old incarnation is fenced."""
         assert req.group_instance_id is not None

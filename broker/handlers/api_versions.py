@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from tributary.broker.context import RequestContext
 from tributary.protocol.error_codes import ErrorCode
-from tributary.protocol.messages import ApiKey, ApiVersionsRequest, ApiVersionsResponse
-from tributary.protocol.supported import SUPPORTED_VERSIONS
-
-
-def advertised(handled: Iterable[ApiKey]) -> list[ApiVersionsResponse.ApiVersion]:
-    """The supported ranges of the APIs this broker has handlers for."""
-    keys = set(handled)
-    return [
-        ApiVersionsResponse.ApiVersion(api_key=key, min_version=versions.lo, max_version=versions.hi or versions.lo)
-        for key, versions in sorted(SUPPORTED_VERSIONS.items())
-        if key in keys
-    ]
+from tributary.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 
 def unsupported_api_versions_response(ctx: RequestContext) -> ApiVersionsResponse:

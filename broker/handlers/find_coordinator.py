@@ -24,9 +24,7 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
         )
     error, coordinator = await ctx.broker.offsets_topic.coordinator_for(request.key)
     if coordinator is None:
-        return FindCoordinatorResponse(
-            error_code=error, error_message=error.name, node_id=-1, host="", port=-1
-        )
+        return FindCoordinatorResponse(error_code=error, error_message=error.name, node_id=-1, host="", port=-1)
     return FindCoordinatorResponse(
         error_code=ErrorCode.NONE,
         error_message=None,
