@@ -216,7 +216,7 @@ class PartitionCopier:
             state.membership_wait = None
             if state.stopping:
                 break
-            payload = for_target(data)
+            payload = for_target(header, data)
             try:
                 result = await ctx.producer.produce(state.target, payload)
             except KafkaError as exc:

@@ -101,7 +101,7 @@ async def reconcile(
                             f"{target_tp} holds a batch at {agg_header.base_offset} beyond what {source_tp} has "
                             f"from offset {s}: the aggregate topic has data the mirror did not copy"
                         ) from None
-                    if not same_batch(agg_header, agg_data, src_header, for_target(src_data)):
+                    if not same_batch(agg_header, agg_data, src_header, for_target(src_header, src_data)):
                         raise RecoveryError(
                             f"{target_tp} at offset {agg_header.base_offset} is not the copy of {source_tp} batch "
                             f"at {src_header.base_offset}: the aggregate topic has data the mirror did not copy"

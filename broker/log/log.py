@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import struct
 import threading
 import time
 from bisect import bisect_right
@@ -44,13 +43,12 @@ from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError, ProtocolError
 from tributary.protocol.records import (
     LOG_APPEND_TIME,
-    TIMESTAMP_TYPE_BIT,
     BatchHeader,
     iter_records,
     parse_batch_header,
-    rewrite_crc,
     set_base_offset,
     set_partition_leader_epoch,
+    stamp_log_append_time,
     verify_crc,
 )
 
@@ -78,6 +76,7 @@ def _first_record_at(segment: Segment, header: BatchHeader, timestamp: int) -> t
         log.warning("offset for timestamp %d: batch at offset %d unreadable (%s)", timestamp, header.base_offset, exc)
     return header.base_offset, header.max_timestamp
 
+
 log = logging.getLogger(__name__)
 
 #: Written at a clean close, read and removed at the next open.
@@ -85,13 +84,6 @@ PRODUCER_STATE_FILE = "producer-state.snapshot"
 #: Without a snapshot, producer state is rebuilt from the headers of this many
 #: last segments: enough for retries, which come within minutes of the original.
 PRODUCER_STATE_SEGMENTS = 2
-
-# protocol.records rewrites baseOffset and partitionLeaderEpoch only; LogAppendTime
-# also needs the attributes and maxTimestamp (inside the CRC, which is then redone).
-_ATTRIBUTES = struct.Struct(">h")
-_ATTRIBUTES_AT = 21
-_MAX_TIMESTAMP = struct.Struct(">q")
-_MAX_TIMESTAMP_AT = 35
 
 
 def _now_ms() -> int:
@@ -184,11 +176,7 @@ class PartitionLog:
                     continue
                 segments.append(segment)
                 last = i == len(bases) - 1
-                recover = (
-                    last
-                    or not segment.had_index_files
-                    or (not clean_shutdown and bases[i + 1] > recovery_point)
-                )
+                recover = last or not segment.had_index_files or (not clean_shutdown and bases[i + 1] > recovery_point)
                 if not recover:
                     try:
                         segment.load_tail()
@@ -284,7 +272,7 @@ class PartitionLog:
             set_partition_leader_epoch(buf, pos, leader_epoch)
             header = received._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
             if append_time >= 0:
-                header = _stamp_log_append_time(buf, pos, header, append_time)
+                header = stamp_log_append_time(buf, pos, header, append_time)
             assigned.append((pos, header))
             offset = header.next_offset
         first, last = assigned[0][1], assigned[-1][1]
@@ -599,14 +587,6 @@ def _validate(buf: bytearray, max_message_bytes: int) -> list[tuple[int, BatchHe
     if not batches:
         raise InvalidRecordError("no record batches to append")
     return batches
-
-
-def _stamp_log_append_time(buf: bytearray, pos: int, header: BatchHeader, now_ms: int) -> BatchHeader:
-    attributes = header.attributes | TIMESTAMP_TYPE_BIT
-    _ATTRIBUTES.pack_into(buf, pos + _ATTRIBUTES_AT, attributes)
-    _MAX_TIMESTAMP.pack_into(buf, pos + _MAX_TIMESTAMP_AT, now_ms)
-    crc = rewrite_crc(buf, pos)
-    return header._replace(attributes=attributes, max_timestamp=now_ms, crc=crc)
 
 
 def _discover(path: Path) -> list[int]:

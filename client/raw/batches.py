@@ -32,7 +32,7 @@ from tributary.protocol.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from tributary.protocol.records import BatchHeader, Record, iter_batches, iter_records
+from tributary.protocol.records import BatchHeader, ControlType, Record, control_type, iter_batches, iter_records
 
 #: ListOffsets timestamps with a special meaning.
 LATEST = -1
@@ -89,6 +89,29 @@ class RawBatches:
         records = self.records
         for position, header in self.batches:
             yield header, records[position : position + header.size]
+
+    def committed_batch_bytes(self) -> Iterator[tuple[BatchHeader, bytes]]:
+        """The batches a committed-only reader sees, as ``(header, bytes)``: never a
+        control batch (a transaction marker), never a batch of an aborted transaction.
+
+        A READ_COMMITTED fetch returns data up to the last stable offset and the list of
+        aborted transactions overlapping it; this walks the batches in order with that
+        list, as Kafka's consumer does: a producer's transaction counts as aborted from
+        its first offset until its ABORT marker."""
+        pending = sorted(self.aborted_transactions, key=lambda t: t[1])
+        aborted: set[int] = set()
+        i = 0
+        for header, data in self.batch_bytes():
+            while i < len(pending) and pending[i][1] <= header.last_offset:
+                aborted.add(pending[i][0])
+                i += 1
+            if header.is_control:
+                if header.producer_id in aborted and control_type(data) is ControlType.ABORT:
+                    aborted.discard(header.producer_id)
+                continue
+            if header.is_transactional and header.producer_id in aborted:
+                continue
+            yield header, data
 
     def iter_records(
         self, start: int | None = None, end: int | None = None, *, include_control: bool = False

@@ -287,7 +287,7 @@ def test_for_target_detaches_the_producer(compression: Compression, transactiona
                                 transactional=transactional, compression=compression)], base=1000)[0]  # fmt: skip
     before = parse_batch_header(source)
     assert before.producer_id == 77
-    out = for_target(source)
+    out = for_target(parse_batch_header(source), source)
     after = validate_batch(out)  # a valid CRC over the rewritten header and the same compressed bytes
     assert after.crc != before.crc
     assert (after.producer_id, after.producer_epoch, after.base_sequence) == (
@@ -307,17 +307,19 @@ def test_for_target_detaches_the_producer(compression: Compression, transactiona
 @pytest.mark.parametrize("compression", [Compression.NONE, Compression.ZSTD])
 def test_for_target_leaves_plain_batches_alone(compression: Compression) -> None:
     source = log_of([data_batch([b"a", b"b"], compression=compression)], base=42)[0]
-    assert for_target(source) == source
+    assert for_target(parse_batch_header(source), source) == source
 
 
 def test_same_batch_recognises_the_copy() -> None:
     source = log_of([data_batch([b"x" * 100, b"y"], producer_id=3, compression=Compression.ZSTD)], base=500)[0]
     # What the aggregate holds: the produced bytes at another offset and leader epoch.
-    aggregate = bytearray(for_target(source))
+    aggregate = bytearray(for_target(parse_batch_header(source), source))
     set_base_offset(aggregate, 0, 7)
     struct.pack_into(">i", aggregate, 12, 4)
     agg = bytes(aggregate)
-    assert same_batch(parse_batch_header(agg), agg, parse_batch_header(source), for_target(source))
+    assert same_batch(
+        parse_batch_header(agg), agg, parse_batch_header(source), for_target(parse_batch_header(source), source)
+    )
 
 
 def test_same_batch_rejects_other_batches() -> None:

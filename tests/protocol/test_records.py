@@ -22,10 +22,12 @@ from tributary.protocol.records import (
     LOG_OVERHEAD,
     BatchBuilder,
     BatchHeader,
+    ControlType,
     Record,
     build_batch,
     complete_prefix_length,
     compute_crc,
+    control_type,
     detach_producer,
     iter_batches,
     iter_records,
@@ -33,6 +35,7 @@ from tributary.protocol.records import (
     rewrite_crc,
     set_base_offset,
     set_partition_leader_epoch,
+    stamp_log_append_time,
     validate_batch,
     verify_crc,
 )
@@ -435,6 +438,35 @@ def test_control_bit() -> None:
     struct.pack_into(">h", data, ATTRIBUTES_AT, 0x20)
     rewrite_crc(data)
     assert validate_batch(data).is_control
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        (b"\x00\x00\x00\x00", ControlType.ABORT),
+        (b"\x00\x00\x00\x01", ControlType.COMMIT),
+        (b"\x00\x00\x00\x07", None),
+        (b"\x00", None),
+    ],
+)
+def test_control_type_reads_the_marker_in_the_first_record_key(key: bytes, expected: ControlType | None) -> None:
+    data = bytearray(b"pad" + build_batch([(key, b"\x00\x00\x00\x00\x00\x00", (), T0)]))
+    struct.pack_into(">h", data, 3 + ATTRIBUTES_AT, 0x20)
+    rewrite_crc(data, 3)
+    assert control_type(data, 3) is expected
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_stamping_log_append_time_sets_type_and_max_timestamp_and_keeps_the_records(codec: Compression) -> None:
+    original = build_batch(MIXED_RECORDS[:10], compression=codec)
+    framed = bytearray(b"xy" + original)
+    stamped = stamp_log_append_time(framed, 2, parse_batch_header(framed, 2), 1_700_000_000_123)
+    assert validate_batch(framed, 2) == stamped
+    assert (stamped.timestamp_type, stamped.max_timestamp) == (LOG_APPEND_TIME, 1_700_000_000_123)
+    assert stamped.compression == codec
+    assert framed[2 + HEADER_SIZE :] == original[HEADER_SIZE:]
+    assert {r.timestamp for r in iter_records(framed, 2)} == {1_700_000_000_123}
+    assert {r.timestamp for r in kafka_python_records(bytes(framed[2:]))[1]} == {1_700_000_000_123}
 
 
 # --- malformed headers ----------------------------------------------------------------
