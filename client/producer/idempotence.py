@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 #: Sequences are int32 and wrap from 2**31 - 1 to 0.
 SEQUENCE_MODULUS = 2**31
 
+
 def restamp(batch: bytes, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
     """``batch`` with new producer fields and its CRC recomputed (over the
     compressed records as they are: nothing is recompressed)."""
