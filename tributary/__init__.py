@@ -9,6 +9,8 @@ executor above all). The packages, bottom up (docs/architecture.md; import-linte
 - ``tributary.mirror``: the mirror daemon
 - ``tributary.loader``: the PySpark loader
 - ``tributary.deploy``: the topology, the local launcher and the ``tributary`` command
+- ``tributary.testing``: ZooKeeper, broker clusters, a fault proxy and a history checker for tests
+  (the project's own and its users'); nothing in the product imports it
 
 The folders live at the repository root (``protocol/``, ``client/``, ...). In a checkout this
 folder holds links to them, so tools and tests see the same namespace the wheel installs;

@@ -33,9 +33,9 @@ from confluent_kafka.admin import (
 )
 from kazoo.client import KazooClient
 
-from tests.fixtures.brokers import Cluster
-from tests.fixtures.module_cluster import module_cluster
+from tests.fixtures.brokers import module_cluster
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.testing.cluster import Cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # raised by kafka-python's package import

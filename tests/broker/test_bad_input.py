@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.brokers import BrokerProcess
-from tests.fixtures.kafka_wire import WireConnection
 from tests.fixtures.zookeeper import ZooKeeperServer
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import ApiVersionsRequest
 from tributary.protocol.records import CONTROL_BIT, rewrite_crc
+from tributary.testing.cluster import BrokerProcess
+from tributary.testing.wire import WireConnection
 
 from .wire_helpers import (
     CLOSE_TIMEOUT,

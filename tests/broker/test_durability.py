@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
-from kazoo.client import KazooClient
 
 from tests.broker.wire_helpers import (
     EARLIEST,
@@ -28,11 +27,11 @@ from tests.broker.wire_helpers import (
     list_offset,
     produce,
 )
-from tests.fixtures.brokers import BrokerProcess, Cluster, start_cluster
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import CreateTopicsRequest, MetadataRequest
 from tributary.protocol.records import HEADER_SIZE, iter_batches, iter_records
+from tributary.testing.cluster import BrokerProcess, Cluster, start_cluster
 
 TIMEOUT = 30.0
 # Short ZooKeeper sessions, so a killed broker's registration expires within a test's time.
@@ -115,21 +114,6 @@ def produce_values(broker: BrokerProcess, topic: str, partition: int, values: li
 def log_openings(broker: BrokerProcess) -> list[str]:
     """How each start of the broker opened its logs: "clean" or "recovered", in order."""
     return re.findall(r"opened \d+ logs in \S+ \((\w+) start\)", broker.log_path.read_text())
-
-
-def wait_deregistered(zookeeper: ZooKeeperHandle, broker: BrokerProcess) -> None:
-    """Until the killed broker's ephemeral registration is gone (its session expired), so that
-    a restart with the same id is not refused as a duplicate."""
-    client = KazooClient(hosts=zookeeper.hosts, timeout=5.0)
-    client.start(timeout=10)
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while client.exists(f"/brokers/ids/{broker.broker_id}") is not None:
-            assert time.monotonic() < deadline, f"broker {broker.broker_id} is still registered"
-            time.sleep(0.05)
-    finally:
-        client.stop()
-        client.close()
 
 
 def consume_everything(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes]]]:
@@ -292,7 +276,7 @@ def test_acknowledged_messages_survive_kill_9_of_the_leader(
         # More of the stream while the leader is down: it waits in the producer.
         for _ in range(window):
             send()
-        wait_deregistered(zookeeper, leader)
+        leader.wait_deregistered()
         leader.start()
         leader.wait_ready(expected_brokers=3)
         while sent < total:
@@ -383,7 +367,7 @@ def test_recovery_drops_a_damaged_last_batch(
             f.write(bytes([byte[0] ^ 0xFF]))
 
     if shutdown == "sigkill":
-        wait_deregistered(zookeeper, broker)
+        broker.wait_deregistered()
     broker.start()
     broker.wait_ready()
     wait_for_leaders([broker], topic, 1)

@@ -17,8 +17,6 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.fixtures.brokers import Cluster, start_cluster
-from tests.fixtures.kafka_wire import WireConnection
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.protocol import codec
 from tributary.protocol.error_codes import ErrorCode
@@ -36,6 +34,8 @@ from tributary.protocol.messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
+from tributary.testing.cluster import Cluster, start_cluster
+from tributary.testing.wire import WireConnection
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # raised by kafka-python's package import

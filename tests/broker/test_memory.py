@@ -11,7 +11,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.fixtures.brokers import Cluster
+from tributary.testing.cluster import Cluster
 
 MESSAGE = 4096
 COUNT = 80_000  # 320 MiB: more than the RSS budget, so a heap copy of the log would show

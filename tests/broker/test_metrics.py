@@ -15,10 +15,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.fixtures.brokers import Cluster, start_cluster
-from tests.fixtures.ports import free_port
 from tests.fixtures.prometheus import Scrape, exposed_names, fetch_text, poll, scrape
 from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.testing.cluster import Cluster, start_cluster
+from tributary.testing.ports import free_port
 
 TOPIC = "metered"
 PARTITIONS = 2

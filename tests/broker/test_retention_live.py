@@ -24,11 +24,11 @@ from tests.broker.wire_helpers import (
     list_offset,
     produce,
 )
-from tests.fixtures.brokers import BrokerProcess, Cluster, start_cluster
-from tests.fixtures.kafka_wire import WireConnection
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.records import iter_batches, iter_records
+from tributary.testing.cluster import BrokerProcess, Cluster, start_cluster
+from tributary.testing.wire import WireConnection
 
 TIMEOUT = 20.0
 SEGMENT_BYTES = 64 * 1024

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fixtures.brokers import BrokerProcess, Cluster
 from tests.fixtures.zookeeper import ZooKeeperServer
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import (
@@ -31,6 +30,7 @@ from tributary.protocol.messages import (
 )
 from tributary.protocol.records import complete_prefix_length, iter_batches
 from tributary.protocol.supported import SUPPORTED_VERSIONS
+from tributary.testing.cluster import BrokerProcess, Cluster
 
 from .wire_helpers import (
     API_VERSIONS_V,

@@ -1,7 +1,7 @@
 """Speaking to a live broker on the wire, for the bad-input and wire-behaviour tests.
 
 Requests are built with the protocol package and sent over
-tests/fixtures/kafka_wire.py's WireConnection, so tests can assert exact error
+tributary.testing.wire's WireConnection, so tests can assert exact error
 codes, offsets and bytes. The versions are the newest the broker serves.
 """
 
@@ -16,15 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kazoo.client import KazooClient
-
-from tests.fixtures.brokers import BrokerProcess, Cluster, start_cluster
-from tests.fixtures.kafka_wire import WireConnection
-from tests.fixtures.zookeeper import ZooKeeperServer
+from tests.fixtures.zookeeper import ZooKeeperServer, server_chroot
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.headers import decode_response, encode_request
 from tributary.protocol.messages import CreateTopicsRequest, FetchRequest, ListOffsetsRequest, ProduceRequest
 from tributary.protocol.records import build_batch, iter_batches, iter_records
+from tributary.testing.cluster import BrokerProcess, Cluster, start_cluster
+from tributary.testing.wire import WireConnection
 
 PRODUCE_V, FETCH_V, LIST_OFFSETS_V, METADATA_V, CREATE_TOPICS_V, API_VERSIONS_V = 8, 11, 5, 8, 4, 3
 LATEST, EARLIEST = -1, -2
@@ -35,24 +33,10 @@ BIG = 64 << 20
 # --- brokers -------------------------------------------------------------------------------------
 
 
-def zookeeper_chroot(server: ZooKeeperServer) -> str:
-    """A fresh chroot on the session's ZooKeeper, for brokers that outlive one test."""
-    server.start()
-    chroot = f"/t-{uuid.uuid4().hex}"
-    client = KazooClient(hosts=server.hosts, timeout=5.0)
-    try:
-        client.start(timeout=10)
-        client.ensure_path(chroot)
-        client.stop()
-    finally:
-        client.close()
-    return f"{server.hosts}{chroot}"
-
-
 @contextlib.contextmanager
 def running_broker(server: ZooKeeperServer, root: Path, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
     """One broker in a chroot of its own, for as long as the block runs."""
-    yield from start_cluster(zookeeper_chroot(server), root, 1, extra)
+    yield from start_cluster(server_chroot(server, "b"), root, 1, extra)
 
 
 @contextlib.contextmanager

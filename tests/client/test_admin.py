@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import trio
 
-from tests.fixtures.brokers import Cluster as Brokers
 from tributary.client.admin.admin import Admin, NewTopic
 from tributary.client.errors import (
     InvalidConfigError,
@@ -20,6 +19,7 @@ from tributary.client.wire.cluster import COORDINATOR, Cluster
 from tributary.client.wire.metadata import TopicPartition
 from tributary.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 from tributary.protocol.records import build_batch
+from tributary.testing.cluster import Cluster as Brokers
 
 from .conftest import topic_name
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.fixtures.brokers import Cluster as Brokers
 from tributary.client.admin.admin import Admin
 from tributary.client.admin.configs import ConfigSource, ResourceType
 from tributary.client.consumer.consumer import Consumer
@@ -24,6 +23,7 @@ from tributary.client.raw.client import RawClient
 from tributary.client.wire.cluster import Cluster
 from tributary.client.wire.metadata import TopicPartition
 from tributary.protocol.records import build_batch
+from tributary.testing.cluster import Cluster as Brokers
 
 from .conftest import topic_name
 

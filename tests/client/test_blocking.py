@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from tests.fixtures.brokers import Cluster as Brokers
 from tributary.client.admin.admin import Admin
 from tributary.client.blocking import BlockingConnection, BlockingFetcher
 from tributary.client.config import ClientConfig
@@ -20,6 +19,7 @@ from tributary.client.raw.client import RawClient
 from tributary.client.wire.cluster import Cluster
 from tributary.protocol.compression import Compression
 from tributary.protocol.records import build_batch
+from tributary.testing.cluster import Cluster as Brokers
 
 from .conftest import topic_name
 

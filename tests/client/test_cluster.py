@@ -10,9 +10,6 @@ import pytest
 import trio
 import trio.testing
 
-from tests.fixtures.brokers import Cluster as Brokers
-from tests.fixtures.brokers import start_cluster
-from tests.fixtures.ports import free_port
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.client.admin.admin import Admin
 from tributary.client.config import ClientConfig
@@ -28,6 +25,9 @@ from tributary.client.wire.cluster import Cluster, parse_bootstrap
 from tributary.client.wire.metadata import ClusterMetadata
 from tributary.protocol.messages import MetadataRequest
 from tributary.protocol.records import build_batch
+from tributary.testing.cluster import Cluster as Brokers
+from tributary.testing.cluster import start_cluster
+from tributary.testing.ports import free_port
 
 from .conftest import topic_name
 

@@ -8,8 +8,6 @@ import pytest
 import trio
 import trio.testing
 
-from tests.fixtures.brokers import Cluster
-from tests.fixtures.ports import free_port
 from tributary.client.admin.admin import Admin
 from tributary.client.config import ClientConfig
 from tributary.client.errors import KafkaConnectionError, RequestTimedOutError
@@ -25,6 +23,8 @@ from tributary.protocol.messages import (
     MetadataResponse,
 )
 from tributary.protocol.records import build_batch
+from tributary.testing.cluster import Cluster
+from tributary.testing.ports import free_port
 
 from .conftest import topic_name
 from .fake_broker import FakeBroker, HangUp

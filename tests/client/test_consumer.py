@@ -13,9 +13,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.fixtures.brokers import Cluster as Brokers
-from tests.fixtures.brokers import start_cluster
-from tests.fixtures.zookeeper import ZooKeeperServer
+from tests.fixtures.zookeeper import ZooKeeperServer, server_chroot
 from tributary.client.admin.admin import Admin
 from tributary.client.consumer.consumer import Consumer, ConsumerRecord
 from tributary.client.consumer.errors import CommitFailedError, IllegalStateError, NoOffsetForPartitionError
@@ -29,8 +27,10 @@ from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.headers import RequestEnvelope
 from tributary.protocol.messages import ApiKey, FetchResponse, ListOffsetsResponse, MetadataResponse
 from tributary.protocol.records import build_batch
+from tributary.testing.cluster import Cluster as Brokers
+from tributary.testing.cluster import start_cluster
 
-from .conftest import topic_name, zookeeper_chroot
+from .conftest import topic_name
 from .fake_broker import FakeBroker
 
 #: Fast groups: no initial rebalance delay, short sessions allowed, a small offsets topic.
@@ -47,7 +47,7 @@ TIMEOUT = 20
 @pytest.fixture(scope="module")
 def brokers(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
     root = tmp_path_factory.mktemp("consumer-brokers")
-    yield from start_cluster(zookeeper_chroot(zookeeper_server), root, 3, BROKER_SETTINGS)
+    yield from start_cluster(server_chroot(zookeeper_server, "client"), root, 3, BROKER_SETTINGS)
 
 
 def values(prefix: str, count: int) -> list[bytes]:

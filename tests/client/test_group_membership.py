@@ -15,18 +15,18 @@ import pytest
 import trio
 from confluent_kafka import Consumer as CKConsumer
 
-from tests.fixtures.brokers import Cluster as Brokers
-from tests.fixtures.brokers import start_cluster
 from tests.fixtures.tansu import TansuBroker
-from tests.fixtures.zookeeper import ZooKeeperServer
+from tests.fixtures.zookeeper import ZooKeeperServer, server_chroot
 from tributary.client.admin.admin import Admin
 from tributary.client.consumer.consumer import Consumer, ConsumerRecord
 from tributary.client.consumer.errors import GroupMembershipError
 from tributary.client.group.membership import MemberState
 from tributary.client.wire.cluster import Cluster
 from tributary.client.wire.metadata import TopicPartition
+from tributary.testing.cluster import Cluster as Brokers
+from tributary.testing.cluster import start_cluster
 
-from .conftest import topic_name, zookeeper_chroot
+from .conftest import topic_name
 from .test_consumer import BROKER_SETTINGS, FAST, poll_until, produce, values
 
 PARTITIONS = 12
@@ -36,7 +36,7 @@ TIMEOUT = 20
 @pytest.fixture(scope="module")
 def brokers(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
     root = tmp_path_factory.mktemp("group-brokers")
-    yield from start_cluster(zookeeper_chroot(zookeeper_server), root, 3, BROKER_SETTINGS)
+    yield from start_cluster(server_chroot(zookeeper_server, "client"), root, 3, BROKER_SETTINGS)
 
 
 class Ownership:

@@ -14,13 +14,13 @@ import pytest
 import trio
 import trio.testing
 
-from tests.fixtures.brokers import Cluster
 from tributary.client.config import ClientConfig
 from tributary.client.errors import KafkaConnectionError, UnsupportedVersionError
 from tributary.client.wire.connection import connect, open_on_stream
 from tributary.client.wire.versions import BrokerApiVersions
 from tributary.protocol.messages import ApiKey, MetadataRequest, MetadataResponse
 from tributary.protocol.supported import SUPPORTED_VERSIONS
+from tributary.testing.cluster import Cluster
 
 from .fake_broker import FakeBroker
 

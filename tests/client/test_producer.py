@@ -20,10 +20,7 @@ import trio
 from confluent_kafka import Consumer, Message
 from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
-from kazoo.client import KazooClient
 
-from tests.fixtures.brokers import Cluster as Brokers
-from tests.fixtures.brokers import start_cluster
 from tests.fixtures.tansu import TansuBroker
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.client.admin.admin import Admin
@@ -50,6 +47,8 @@ from tributary.protocol.errors import CodecUnavailableError
 from tributary.protocol.messages import ProduceRequest, ProduceResponse
 from tributary.protocol.murmur2 import partition_for_key
 from tributary.protocol.records import BatchBuilder, BatchHeader, Record, validate_batch
+from tributary.testing.cluster import Cluster as Brokers
+from tributary.testing.cluster import start_cluster
 
 from .conftest import topic_name
 
@@ -545,19 +544,6 @@ def killable_cluster(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[Bro
     yield from start_cluster(zookeeper.hosts, tmp_path, 3, {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS})
 
 
-def wait_deregistered(zookeeper: ZooKeeperHandle, broker_id: int) -> None:
-    client = KazooClient(hosts=zookeeper.hosts, timeout=5.0)
-    client.start(timeout=10)
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while client.exists(f"/brokers/ids/{broker_id}") is not None:
-            assert time.monotonic() < deadline, f"broker {broker_id} is still registered"
-            time.sleep(0.05)
-    finally:
-        client.stop()
-        client.close()
-
-
 async def test_records_keep_flowing_through_a_broker_kill_and_restart(
     killable_cluster: Brokers, zookeeper: ZooKeeperHandle
 ) -> None:
@@ -590,7 +576,7 @@ async def test_records_keep_flowing_through_a_broker_kill_and_restart(
                 await trio.sleep(0.05)
         waiting = [h for k, _, h in handles if leaders[partition_for_key(k, partitions)] == victim.broker_id]
         assert waiting and not any(h.done() for h in waiting[-50:])
-        await trio.to_thread.run_sync(wait_deregistered, zookeeper, victim.broker_id)
+        await trio.to_thread.run_sync(victim.wait_deregistered)
         victim.start()
         await trio.to_thread.run_sync(victim.wait_ready, 3)
         await produce(300)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from tests.fixtures.brokers import Cluster as Brokers
 from tributary.client.admin.admin import Admin
 from tributary.client.errors import KafkaError, NotLeaderError, OffsetOutOfRangeError
 from tributary.client.raw.batches import RawBatches, raw_batches
@@ -15,6 +14,7 @@ from tributary.client.wire.metadata import TopicPartition
 from tributary.protocol.compression import Compression
 from tributary.protocol.messages import FetchResponse
 from tributary.protocol.records import BatchBuilder, build_batch, iter_batches
+from tributary.testing.cluster import Cluster as Brokers
 
 from .conftest import topic_name
 

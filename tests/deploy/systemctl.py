@@ -159,8 +159,8 @@ def stop(name: str, timeout: float = STOP_TIMEOUT) -> None:
 def _serves(unit: Unit) -> bool:
     """Whether the unit's broker answers a Metadata request listing itself: registered in
     ZooKeeper and serving (an open port alone is not that: it is bound before registering)."""
-    from tests.fixtures.kafka_wire import request  # noqa: PLC0415
     from tributary.protocol.messages import MetadataRequest  # noqa: PLC0415
+    from tributary.testing.wire import request  # noqa: PLC0415
 
     argv = unit.argv
     config = tomllib.loads(Path(argv[argv.index("--config") + 1]).read_text())

@@ -45,11 +45,11 @@ import pytest
 
 from tests.deploy import systemctl
 from tests.deploy.systemctl import Unit, read_unit
-from tests.fixtures.kafka_wire import request
-from tests.fixtures.ports import free_ports
 from tests.fixtures.prometheus import fetch_text
 from tests.wheel import build_wheel
 from tributary.protocol.messages import MetadataRequest
+from tributary.testing.ports import free_ports
+from tributary.testing.wire import request
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_DIR = REPO / "ansible"

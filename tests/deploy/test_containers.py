@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.brokers import Cluster
 from tests.fixtures.containers import KafkaBroker, docker_available, no_docker_reason, use_containers
 from tests.fixtures.zookeeper import ZooKeeperHandle, zookeeper_flavour
+from tributary.testing.cluster import Cluster
 
 RECORDS = 200
 

@@ -19,10 +19,10 @@ from tests.deploy.promql import (
     metric_names,
     variable_query_names,
 )
-from tests.fixtures.brokers import Cluster, start_cluster
 from tests.fixtures.prometheus import exposed_names, parse, scrape
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.mirror.metrics import MirrorMetrics
+from tributary.testing.cluster import Cluster, start_cluster
 
 GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"
 OURS = ("broker.json", "mirror.json")

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
-from tests.fixtures.brokers import Cluster
-from tests.fixtures.module_cluster import module_cluster
+from tests.fixtures.brokers import module_cluster
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.testing.cluster import Cluster
 
 from .cli_runner import Result, assert_one_line_error, tributary
 

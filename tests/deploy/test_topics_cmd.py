@@ -13,10 +13,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.fixtures.brokers import Cluster
-from tests.fixtures.module_cluster import module_cluster
-from tests.fixtures.ports import free_port
+from tests.fixtures.brokers import module_cluster
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.testing.cluster import Cluster
+from tributary.testing.ports import free_port
 
 from .cli_runner import Result, assert_one_line_error, tributary
 

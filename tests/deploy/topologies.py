@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from tests.fixtures.ports import free_ports
+from tributary.testing.ports import free_ports
 
 # Short broker sessions: a broker killed with SIGKILL is deregistered (and restartable) sooner.
 BROKER_SETTINGS = '"num.partitions" = 2, "zookeeper.session.timeout.ms" = 6000'

@@ -9,10 +9,10 @@ from collections import Counter, defaultdict
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.fixtures.brokers import Cluster
 from tests.interop.wire import broker_by_id, stored_batches, wait_for_topic
 from tributary.protocol.compression import Compression
 from tributary.protocol.murmur2 import partition_for_key
+from tributary.testing.cluster import Cluster
 
 TOPIC = "ck-six"
 PARTITIONS = 6

@@ -7,9 +7,9 @@ import time
 import warnings
 from collections import defaultdict
 
-from tests.fixtures.brokers import Cluster
 from tests.interop.wire import broker_by_id, create_topics, stored_batches, wait_for_topic
 from tributary.protocol.murmur2 import partition_for_key
+from tributary.testing.cluster import Cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # raised by kafka-python's package import

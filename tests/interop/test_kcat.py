@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.brokers import Cluster
 from tests.interop.wire import broker_by_id, create_topics, stored_batch_bytes, wait_for_topic
 from tributary.protocol.compression import Compression, compress
 from tributary.protocol.records import HEADER_SIZE
+from tributary.testing.cluster import Cluster
 
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 MESSAGES = 10_000

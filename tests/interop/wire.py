@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from tests.fixtures.brokers import BrokerProcess, Cluster
-from tests.fixtures.kafka_wire import WireConnection
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import CreateTopicsRequest, FetchRequest, MetadataRequest
 from tributary.protocol.records import BatchHeader, iter_batches
+from tributary.testing.cluster import BrokerProcess, Cluster
+from tributary.testing.wire import WireConnection
 
 TIMEOUT = 30.0
 

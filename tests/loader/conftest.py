@@ -22,9 +22,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.client.conftest import zookeeper_chroot
-from tests.fixtures.brokers import Cluster, start_cluster
-from tests.fixtures.zookeeper import ZooKeeperServer
+from tests.fixtures.zookeeper import ZooKeeperServer, server_chroot
+from tributary.testing.cluster import Cluster, start_cluster
 
 LOAD_TIMEOUT = 240.0
 
@@ -32,7 +31,7 @@ LOAD_TIMEOUT = 240.0
 @pytest.fixture(scope="module")
 def aggregate(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Three brokers standing in for the aggregate cluster, shared by a module's tests."""
-    yield from start_cluster(zookeeper_chroot(zookeeper_server), tmp_path_factory.mktemp("aggregate"), 3)
+    yield from start_cluster(server_chroot(zookeeper_server, "loader"), tmp_path_factory.mktemp("aggregate"), 3)
 
 
 def unique(prefix: str) -> str:
@@ -125,8 +124,15 @@ class LoadRun:
 
 def load_command(bootstrap: str, output: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "tributary.deploy.cli", "load",
-        "--bootstrap", bootstrap, "--output", output.as_uri(), *extra,
+        sys.executable,
+        "-m",
+        "tributary.deploy.cli",
+        "load",
+        "--bootstrap",
+        bootstrap,
+        "--output",
+        output.as_uri(),
+        *extra,
     ]
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyspark
 
-from tests.fixtures.ports import free_ports
+from tributary.testing.ports import free_ports
 
 SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT = 90.0
@@ -40,11 +40,19 @@ class SparkStandalone:
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("wb")
-        env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
-                   SPARK_LOG_DIR=str(self.workdir), SPARK_WORKER_DIR=str(self.workdir / f"{name}-work"))
+        env = dict(
+            os.environ,
+            SPARK_HOME=str(SPARK_HOME),
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_LOG_DIR=str(self.workdir),
+            SPARK_WORKER_DIR=str(self.workdir / f"{name}-work"),
+        )
         # Each in its own process group: killing a worker's group takes its executors with it.
         process = subprocess.Popen(
-            [str(SPARK_HOME / "bin" / "spark-class"), *args], stdout=log, stderr=subprocess.STDOUT, env=env,
+            [str(SPARK_HOME / "bin" / "spark-class"), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
             start_new_session=True,
         )
         log.close()
@@ -53,11 +61,30 @@ class SparkStandalone:
 
     def start(self) -> None:
         self.master_port, self.ui_port, *worker_ui = free_ports(2 + self.workers)
-        self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(self.master_port), "--webui-port", str(self.ui_port))
+        self._spawn(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.master_port),
+            "--webui-port",
+            str(self.ui_port),
+        )
         for n, port in enumerate(worker_ui, start=1):
-            self._spawn(f"worker-{n}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                        "--cores", "1", "--memory", "1g", "--webui-port", str(port), self.url)
+            self._spawn(
+                f"worker-{n}",
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(port),
+                self.url,
+            )
         deadline = time.monotonic() + START_TIMEOUT
         while self.alive_workers() < self.workers:
             for process in self.processes:

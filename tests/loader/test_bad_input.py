@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.fixtures.brokers import Cluster
-from tests.fixtures.ports import free_port
+from tributary.testing.cluster import Cluster
+from tributary.testing.ports import free_port
 
 from .conftest import create_topics, load_command, run_load, unique
 

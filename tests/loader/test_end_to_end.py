@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.deploy.promql import dashboard_metric_names
-from tests.fixtures.brokers import Cluster
+from tributary.testing.cluster import Cluster
 
 from .conftest import Produced, create_topics, loaded_keys, manifests, produce, read_warehouse, run_load, unique
 

@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.fixtures.brokers import Cluster
+from tributary.testing.cluster import Cluster
 
 from .conftest import (
     commits,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.brokers import Cluster, start_cluster
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.client.blocking import BlockingFetcher
+from tributary.testing.cluster import Cluster, start_cluster
 
 from .conftest import create_topics, loaded_keys, manifests, produce, run_load, unique
 

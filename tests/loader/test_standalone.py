@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.brokers import Cluster
+from tributary.testing.cluster import Cluster
 
 from .conftest import LOAD_TIMEOUT, commits, create_topics, load_command, loaded_keys, produce, run_load, unique
 from .spark_standalone import SparkStandalone, spark_standalone
@@ -49,7 +49,10 @@ def cluster_load(
     )
     return subprocess.Popen(
         load_command(bootstrap, output, "--master", spark.url, "--max-records-per-task", "400"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
     )
 
 
@@ -93,8 +96,9 @@ def test_exactly_once_through_a_lost_python_worker_and_a_lost_worker_jvm(
 
     # Run 2: task 1 pauses; meanwhile a second load is refused, then the worker JVM running the
     # paused task is killed with its executor, and the run completes on the other worker.
-    produced += [p for t in topics for p in produce(aggregate.bootstrap, t, 2_000, first_ms=FIRST_MS, step_ms=1_000,
-                                                     tag="2")]
+    produced += [
+        p for t in topics for p in produce(aggregate.bootstrap, t, 2_000, first_ms=FIRST_MS, step_ms=1_000, tag="2")
+    ]
     second = cluster_load(spark, aggregate.bootstrap, output, tmp_path / "markers-2", "pause:1")
     paused = wait_for_pause(tmp_path / "markers-2", second)
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.ports import free_port
 from tributary.mirror.config import DEFAULT_OFFSETS_TOPIC, MirrorConfig, MirrorConfigError, load_config
 from tributary.mirror.naming import TopicFilter, aggregate_topic, source_of
+from tributary.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 #: A valid file's required keys; the cases below add one bad line each.

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.brokers import Cluster, start_cluster
 from tests.fixtures.mirror import MirrorProcess
 from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.testing.cluster import Cluster, start_cluster
 
 from .helpers import assert_exact_copy, copied_everything, produce_zstd, wait_for
 

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker.test_durability import wait_deregistered
-from tests.fixtures.brokers import Cluster, start_cluster
 from tests.fixtures.mirror import MirrorProcess
 from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.testing.cluster import Cluster, start_cluster
 
 from .helpers import assert_exact_copy, copied_everything, produce_zstd, wait_for
 
@@ -71,7 +70,7 @@ def test_kill_9_mirror_five_times_and_an_aggregate_broker(
                 # An aggregate broker dies under the running mirror, which must wait for it and go on.
                 victim = agg.brokers[1]
                 victim.kill()
-                wait_deregistered_in(zookeeper, "/agg", victim)
+                victim.wait_deregistered()
                 victim.start()
                 victim.wait_ready(expected_brokers=2)
                 time.sleep(rng.uniform(0.5, 2.0))
@@ -91,10 +90,3 @@ def test_kill_9_mirror_five_times_and_an_aggregate_broker(
     # Six lives: each restart resumed from recorded progress (reconciling past it when the
     # kill came between an append and its checkpoint, which depends on timing).
     assert log_path.read_text().count("event=started") == 6
-
-
-def wait_deregistered_in(zookeeper: ZooKeeperHandle, chroot: str, broker: object) -> None:
-    class _Sub:
-        hosts = zookeeper.hosts + chroot
-
-    wait_deregistered(_Sub(), broker)  # type: ignore[arg-type]

@@ -27,12 +27,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
-from tests.fixtures.brokers import Cluster
+from tests.fixtures.brokers import module_cluster
 from tests.fixtures.mirror import MirrorProcess
-from tests.fixtures.module_cluster import module_cluster
 from tests.fixtures.prometheus import scrape
 from tests.fixtures.zookeeper import ZooKeeperServer
 from tributary.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, validate_batch
+from tributary.testing.cluster import Cluster
 
 from .helpers import assert_exact_copy, copied_everything, end_offsets, produce_zstd, read_batches, wait_for
 

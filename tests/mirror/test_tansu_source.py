@@ -16,11 +16,11 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from tests.fixtures.brokers import Cluster
 from tests.fixtures.mirror import MirrorProcess
 from tests.fixtures.tansu import TansuBroker, tansu
 from tributary.client.blocking import BlockingFetcher
 from tributary.protocol.records import HEADER_SIZE, Compression
+from tributary.testing.cluster import Cluster
 
 from .helpers import Batch, read_batches, records_of, wait_for
 

@@ -10,7 +10,6 @@ import pytest
 import trio
 
 from tests.broker.cluster.conftest import Brokers
-from tests.fixtures.ports import free_port
 from tributary.broker.cluster import (
     NO_LEADER,
     BrokerIdInUseError,
@@ -24,6 +23,7 @@ from tributary.broker.cluster import (
     UnknownTopicError,
     ZooKeeperUnavailableError,
 )
+from tributary.testing.ports import free_port
 
 
 def _controllers(registries: list[ClusterRegistry]) -> list[int]:

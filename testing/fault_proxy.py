@@ -1,4 +1,4 @@
-"""A fault-injecting TCP proxy for link tests, written with trio.
+"""A fault-injecting TCP proxy, written with trio: the wide-area link between a client and brokers.
 
 Each route listens on a loopback port and forwards bytes both ways to one
 upstream address (a broker). The link it stands for can be:
@@ -12,7 +12,14 @@ upstream address (a broker). The link it stands for can be:
   retransmissions would carry them over a link that drops every packet for
   a while;
 - **slow**: each direction is capped at ``rate`` bytes per second, shared by
-  every faulted connection of every route (one link), by a token bucket.
+  every faulted connection of every route (one link), by a token bucket;
+- **far**: every chunk arrives ``latency`` seconds after it crossed the link, each
+  way, without holding back the chunks behind it (the pipe stays full, as on a
+  long link); it combines with a rate cap.
+
+The counters (:class:`Stats`) count a byte when it crosses the link, whether or
+not the far side has read it yet, so a window between two snapshots measures
+exactly what the link let through.
 
 Faults hit only the connections ``faulted(client_id)`` selects, from the
 client id of the connection's first Kafka request, so one test can cut the
@@ -26,12 +33,14 @@ of its own for synchronous tests.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import socket
 import struct
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import trio
 
@@ -39,6 +48,11 @@ import trio
 MAX_CHUNK = 64 * 1024
 #: A token bucket's burst, as a fraction of its rate: small, so a cap is felt within a second.
 BURST_FRACTION = 0.05
+#: Chunks that crossed the link and wait for their latency to pass, per connection and direction.
+MAX_CHUNKS_IN_FLIGHT = 64
+T = TypeVar("T")
+#: A chunk that crossed the link: when it is due at the far side, and its bytes.
+Crossed = tuple[float, bytes | bytearray]
 _REQUEST_PREFIX = struct.Struct(">ihhih")  # size, api key, api version, correlation id, client id length
 
 
@@ -88,16 +102,20 @@ class Link:
 
     mode: LinkMode = LinkMode.UP
     rate: float | None = None
+    latency: float = 0.0
     buckets: dict[str, TokenBucket] = field(default_factory=dict)
     changed: trio.Event = field(default_factory=trio.Event)
     #: Bumped on every cut: a connection that saw an older value must be reset.
     cuts: int = 0
 
-    def set(self, mode: LinkMode, rate: float | None = None) -> None:
+    def set(self, mode: LinkMode, rate: float | None = None, latency: float = 0.0) -> None:
         if rate is not None and rate <= 0:
             raise ValueError("rate must be positive")
+        if latency < 0:
+            raise ValueError("latency must not be negative")
         self.mode = mode
         self.rate = rate
+        self.latency = latency
         self.buckets = {} if rate is None else {d: TokenBucket(rate) for d in ("up", "down")}
         if mode is LinkMode.CUT:
             self.cuts += 1
@@ -137,12 +155,18 @@ class LinkCut(Exception):
 
 @dataclass
 class Stats:
+    """Counters since the proxy started. A snapshot also says when it was taken (``at``, the
+    proxy's clock), so two snapshots bound a window exactly."""
+
+    at: float = 0.0
     accepted: int = 0
     refused: int = 0
     reset: int = 0
     bytes_up: int = 0
     bytes_down: int = 0
     faulted_bytes_down: int = 0
+    #: Faulted connections open now.
+    faulted_open: int = 0
 
 
 def reset(stream: trio.SocketStream) -> None:
@@ -168,8 +192,15 @@ class FaultyProxy:
         self.stats = Stats()
         self.ports: list[int] = []
 
-    def set_link(self, mode: LinkMode, rate: float | None = None) -> None:
-        self.link.set(mode, rate)
+    def set_link(self, mode: LinkMode, rate: float | None = None, latency: float = 0.0) -> Stats:
+        """Change the link; returns the counters as they stood at the change, taken in the
+        same step, so a window measured from it holds no byte of the link's previous state."""
+        snapshot = self.snapshot()
+        self.link.set(mode, rate, latency)
+        return snapshot
+
+    def snapshot(self) -> Stats:
+        return dataclasses.replace(self.stats, at=trio.current_time())
 
     async def run(self, *, task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen on a free port per upstream; ``task_status.started(ports)``."""
@@ -219,6 +250,7 @@ class FaultyProxy:
             reset(client)
             return
         cuts = link.cuts
+        self.stats.faulted_open += faulted
         try:
             await server.send_all(first)
             self.stats.bytes_up += len(first)
@@ -230,6 +262,7 @@ class FaultyProxy:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             reset(client)
         finally:
+            self.stats.faulted_open -= faulted
             await trio.aclose_forcefully(server)
 
     async def _watch_cut(self, cuts: int, scope: trio.CancelScope, client: trio.SocketStream) -> None:
@@ -247,27 +280,50 @@ class FaultyProxy:
         faulted: bool,
         scope: trio.CancelScope,
     ) -> None:
-        """Copy ``src`` to ``dst`` through the link until either side closes or the link is cut."""
+        """Copy ``src`` to ``dst`` through the link until either side closes or the link is cut.
+
+        One task reads and lets each chunk cross the link (rate cap, stall, cut); another
+        delivers it once its latency has passed, so a far link delays every chunk by the
+        latency but not by the chunks before it."""
+        send, receive = trio.open_memory_channel[Crossed](MAX_CHUNKS_IN_FLIGHT)
         try:
-            while True:
-                size = self.link.chunk_size() if faulted else MAX_CHUNK
-                data = await src.receive_some(size)
-                if not data:
-                    break
-                if faulted:
-                    await self.link.passage(direction, len(data))
-                await dst.send_all(data)
-                if direction == "up":
-                    self.stats.bytes_up += len(data)
-                else:
-                    self.stats.bytes_down += len(data)
-                    if faulted:
-                        self.stats.faulted_bytes_down += len(data)
-        except LinkCut:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._deliver, receive, dst)
+                async with send:
+                    await self._cross(src, send, direction, faulted)
+        except* LinkCut:
             pass  # _watch_cut resets the client
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except* (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         scope.cancel()  # one side is gone: so is the connection
+
+    async def _cross(
+        self, src: trio.abc.ReceiveStream, crossed: trio.MemorySendChannel[Crossed], direction: str, faulted: bool
+    ) -> None:
+        stats = self.stats
+        while True:
+            size = self.link.chunk_size() if faulted else MAX_CHUNK
+            data = await src.receive_some(size)
+            if not data:
+                return
+            latency = 0.0
+            if faulted:
+                await self.link.passage(direction, len(data))
+                latency = self.link.latency
+            if direction == "up":
+                stats.bytes_up += len(data)
+            else:
+                stats.bytes_down += len(data)
+                if faulted:
+                    stats.faulted_bytes_down += len(data)
+            await crossed.send((trio.current_time() + latency, data))
+
+    @staticmethod
+    async def _deliver(crossed: trio.MemoryReceiveChannel[Crossed], dst: trio.abc.SendStream) -> None:
+        async with crossed:
+            async for due, data in crossed:
+                await trio.sleep_until(due)
+                await dst.send_all(data)
 
 
 class ProxyThread:
@@ -307,26 +363,29 @@ class ProxyThread:
             self._error = exc
             self._started.set()
 
-    def _call(self, fn: Callable[[], object]) -> None:
+    def _call(self, fn: Callable[[], T]) -> T:
         assert self._token is not None
-        trio.from_thread.run_sync(fn, trio_token=self._token)
+        return trio.from_thread.run_sync(fn, trio_token=self._token)
 
-    def cut(self) -> None:
-        self._call(lambda: self.proxy.set_link(LinkMode.CUT))
+    # Each change returns the counters as they stood when it took effect (see FaultyProxy.set_link).
+    def cut(self) -> Stats:
+        return self._call(lambda: self.proxy.set_link(LinkMode.CUT))
 
-    def stall(self) -> None:
-        self._call(lambda: self.proxy.set_link(LinkMode.STALLED))
+    def stall(self) -> Stats:
+        return self._call(lambda: self.proxy.set_link(LinkMode.STALLED))
 
-    def slow(self, rate: float) -> None:
-        self._call(lambda: self.proxy.set_link(LinkMode.UP, rate))
+    def slow(self, rate: float) -> Stats:
+        return self._call(lambda: self.proxy.set_link(LinkMode.UP, rate))
 
-    def restore(self) -> None:
-        self._call(lambda: self.proxy.set_link(LinkMode.UP))
+    def restore(self) -> Stats:
+        return self._call(lambda: self.proxy.set_link(LinkMode.UP))
+
+    def set_link(self, mode: LinkMode, rate: float | None = None, latency: float = 0.0) -> Stats:
+        """Any state at once: a far link (``latency`` seconds each way), capped or not."""
+        return self._call(lambda: self.proxy.set_link(mode, rate, latency))
 
     def stats(self) -> Stats:
-        result: list[Stats] = []
-        self._call(lambda: result.append(Stats(**vars(self.proxy.stats))))
-        return result[0]
+        return self._call(self.proxy.snapshot)
 
     def stop(self) -> None:
         if self._token is not None and self._thread.is_alive():
