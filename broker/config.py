@@ -108,6 +108,8 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "metrics.host": ("metrics_host", _str),
     "message.max.bytes": ("log.max_message_bytes", _int),
     "log.segment.bytes": ("log.segment_bytes", _int),
+    "log.record.validation": ("log.record_validation", _str),
+    "log.max.decompression.ratio": ("log.max_decompression_ratio", _int),
     "log.roll.ms": ("log.segment_ms", _int),
     "log.index.interval.bytes": ("log.index_interval_bytes", _int),
     "log.flush.interval.messages": ("log.flush_messages", _int),

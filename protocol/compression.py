@@ -28,7 +28,7 @@ import importlib
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -151,26 +151,30 @@ def _snappy_compress(data: BytesLike, level: int | None) -> bytes:
     return bytes(out)
 
 
+def _snappy_blocks(view: memoryview) -> list[memoryview]:
+    """The raw snappy blocks of ``view``: xerial-framed, or one raw block."""
+    if not (len(view) >= len(_XERIAL_HEADER) and view[: len(_XERIAL_MAGIC)] == _XERIAL_MAGIC):
+        return [view]
+    # The version fields are not checked: some writers (Redpanda) store
+    # them little-endian, and there is only one framing version anyway.
+    blocks = []
+    pos, end = len(_XERIAL_HEADER), len(view)
+    while pos < end:
+        if end - pos < _I32.size:
+            raise CorruptRecordError("xerial snappy block length is truncated")
+        (length,) = _I32.unpack_from(view, pos)
+        pos += _I32.size
+        if length < 0 or length > end - pos:
+            raise CorruptRecordError(f"xerial snappy block of {length} bytes at offset {pos - 4} overruns the data")
+        blocks.append(view[pos : pos + length])
+        pos += length
+    return blocks
+
+
 def _snappy_decompress(data: BytesLike, max_size: int) -> bytes:
     cramjam = _module("snappy", "cramjam", "cramjam")
     snappy = cramjam.snappy
-    view = memoryview(data)
-    if len(view) >= len(_XERIAL_HEADER) and view[: len(_XERIAL_MAGIC)] == _XERIAL_MAGIC:
-        # The version fields are not checked: some writers (Redpanda) store
-        # them little-endian, and there is only one framing version anyway.
-        blocks = []
-        pos, end = len(_XERIAL_HEADER), len(view)
-        while pos < end:
-            if end - pos < _I32.size:
-                raise CorruptRecordError("xerial snappy block length is truncated")
-            (length,) = _I32.unpack_from(view, pos)
-            pos += _I32.size
-            if length < 0 or length > end - pos:
-                raise CorruptRecordError(f"xerial snappy block of {length} bytes at offset {pos - 4} overruns the data")
-            blocks.append(view[pos : pos + length])
-            pos += length
-    else:
-        blocks = [view]
+    blocks = _snappy_blocks(memoryview(data))
     try:
         total = 0
         for block in blocks:
@@ -332,3 +336,104 @@ def decompress(codec: Compression | int, data: BytesLike, max_size: int = DEFAUL
 
 
 __all__ = ["DEFAULT_MAX_DECOMPRESSED_SIZE", "Compression", "compress", "decompress"]
+
+
+# --- decompressing in pieces ---------------------------------------------------------------
+
+
+def iter_decompressed(
+    codec: Compression | int, data: BytesLike, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE, chunk: int = 64 * 1024
+) -> Iterator[bytes]:
+    """Decompresses ``data`` written as ``codec`` in pieces of at most ``chunk`` bytes (raw
+    snappy, which has no framing, in one piece), so a reader that consumes them as they come
+    never holds the whole output. More than ``max_size`` bytes in all raises
+    :class:`CorruptRecordError` as soon as the piece that crosses it is made."""
+    try:
+        codec = Compression(codec)
+    except ValueError:
+        raise CorruptRecordError(f"unknown compression codec {codec}") from None
+    if codec is Compression.NONE:
+        yield bytes(data)
+        return
+    if not len(data):
+        raise CorruptRecordError(f"{codec.name.lower()} data is empty")
+    total = 0
+    for piece in _PIECES[codec](data, chunk, max_size):
+        total += len(piece)
+        if total > max_size:
+            raise _too_large(max_size)
+        if piece:
+            yield piece
+
+
+def _gzip_pieces(data: BytesLike, chunk: int, max_size: int) -> Iterator[bytes]:
+    rest: BytesLike = data
+    try:
+        while True:
+            member = zlib.decompressobj(_GZIP_WBITS)
+            pending: BytesLike = rest
+            while not member.eof:
+                piece = member.decompress(pending, chunk)
+                pending = member.unconsumed_tail
+                if not piece and not pending:
+                    raise CorruptRecordError("gzip data is truncated")
+                yield piece
+            rest = member.unused_data
+            if not rest:
+                return
+    except zlib.error as exc:
+        raise CorruptRecordError(f"invalid gzip data: {exc}") from None
+
+
+def _lz4_pieces(data: BytesLike, chunk: int, max_size: int) -> Iterator[bytes]:
+    lz4_frame = _module("lz4", "lz4.frame", "lz4")
+    rest: BytesLike = data
+    try:
+        while rest:
+            frame = lz4_frame.LZ4FrameDecompressor()
+            pending: BytesLike = rest
+            while not frame.eof:
+                piece = frame.decompress(pending, max_length=chunk)
+                pending = b""
+                if not piece and frame.needs_input:
+                    raise CorruptRecordError("lz4 frame is truncated")
+                yield piece
+            rest = frame.unused_data
+    except RuntimeError as exc:  # how the lz4 package reports every LZ4F error
+        raise CorruptRecordError(f"invalid lz4 data: {exc}") from None
+
+
+def _zstd_pieces(data: BytesLike, chunk: int, max_size: int) -> Iterator[bytes]:
+    zstandard = _module("zstd", "zstandard", "zstandard")
+    view = memoryview(data)
+    _zstd_frame_count(view)  # the stream reader hides truncation; the frame walk finds it
+    try:
+        with _zstd_decompressor(zstandard).stream_reader(view, read_across_frames=True) as reader:
+            while piece := reader.read(chunk):
+                yield piece
+    except zstandard.ZstdError as exc:
+        raise CorruptRecordError(f"invalid zstd data: {exc}") from None
+
+
+def _snappy_pieces(data: BytesLike, chunk: int, max_size: int) -> Iterator[bytes]:
+    # xerial blocks are 32 KiB of output each as Kafka writes them; a raw stream is one block.
+    # Each block's declared size is checked against the limit before it is decompressed.
+    cramjam = _module("snappy", "cramjam", "cramjam")
+    snappy = cramjam.snappy
+    total = 0
+    try:
+        for block in _snappy_blocks(memoryview(data)):
+            total += snappy.decompress_raw_len(block)
+            if total > max_size:
+                raise _too_large(max_size)
+            yield bytes(snappy.decompress_raw(block))
+    except cramjam.DecompressionError as exc:
+        raise CorruptRecordError(f"invalid snappy data: {exc}") from None
+
+
+_PIECES: dict[Compression, Callable[[BytesLike, int, int], Iterator[bytes]]] = {
+    Compression.GZIP: _gzip_pieces,
+    Compression.SNAPPY: _snappy_pieces,
+    Compression.LZ4: _lz4_pieces,
+    Compression.ZSTD: _zstd_pieces,
+}

@@ -41,8 +41,7 @@ class CodecUnavailableError(RuntimeError):
 
     def __init__(self, codec: str, package: str) -> None:
         super().__init__(
-            f"{codec} compression needs the Python package '{package}', which is not installed "
-            f"(pip install {package})"
+            f"{codec} compression needs the Python package '{package}', which is not installed (pip install {package})"
         )
         self.codec = codec
         self.package = package

@@ -37,8 +37,15 @@ KAFKA_NAMES: Mapping[str, str] = {
     "message.timestamp.type": "message_timestamp_type",
     "cleanup.policy": "cleanup_policy",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
+    # Tributary's own: Kafka always decodes compressed batches on append and has no bound.
+    "record.validation": "record_validation",
+    "max.decompression.ratio": "max_decompression_ratio",
 }
-_STRING_ATTRIBUTES = frozenset({"message_timestamp_type", "cleanup_policy"})
+_STRING_ATTRIBUTES = frozenset({"message_timestamp_type", "cleanup_policy", "record_validation"})
+#: ``record.validation``: "full" walks every record of every batch before it is appended;
+#: "header" trusts the producer's records once the header and CRC check out.
+FULL = "full"
+HEADER_ONLY = "header"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +70,11 @@ class LogConfig:
     #: A broker setting in Kafka: idle time after which an idempotent producer's
     #: sequence state is forgotten.
     producer_id_expiration_ms: int = DAY_MS
+    #: What an append checks besides header and CRC (see :data:`FULL`, :data:`HEADER_ONLY`).
+    record_validation: str = FULL
+    #: A compressed batch whose records inflate past this many times ``max.message.bytes``
+    #: is refused (the check streams: it costs time, never memory).
+    max_decompression_ratio: int = 100
 
     def __post_init__(self) -> None:
         for name, attribute in KAFKA_NAMES.items():
@@ -85,6 +97,9 @@ class LogConfig:
         _at_least("retention.bytes", self.retention_bytes, -1)
         _at_least("max.message.bytes", self.max_message_bytes, 0)
         _at_least("producer.id.expiration.ms", self.producer_id_expiration_ms, 1)
+        _at_least("max.decompression.ratio", self.max_decompression_ratio, 1)
+        if self.record_validation not in (FULL, HEADER_ONLY):
+            raise ValueError(f"record.validation must be {FULL} or {HEADER_ONLY}, not {self.record_validation!r}")
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
             raise ValueError(
                 f"message.timestamp.type must be {CREATE_TIME} or {LOG_APPEND_TIME}, "
@@ -97,6 +112,11 @@ class LogConfig:
     @property
     def deletes_old_segments(self) -> bool:
         return "delete" in {p.strip() for p in self.cleanup_policy.split(",")}
+
+    @property
+    def max_decompressed_bytes(self) -> int:
+        """The most a compressed batch's records may inflate to."""
+        return max(self.max_message_bytes, 1) * self.max_decompression_ratio
 
     @property
     def log_append_time(self) -> bool:

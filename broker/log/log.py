@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from tributary.broker.log.config import LogConfig
+from tributary.broker.log.config import FULL, LogConfig
 from tributary.broker.log.errors import InvalidRecordError, LogClosedError, OffsetOutOfRangeError, RecordTooLargeError
 from tributary.broker.log.files import atomic_write, fsync_dir, unlink_quietly
 from tributary.broker.log.producer_state import ProducerStateManager
@@ -44,6 +44,7 @@ from tributary.protocol.errors import CorruptRecordError, ProtocolError
 from tributary.protocol.records import (
     LOG_APPEND_TIME,
     BatchHeader,
+    check_records,
     iter_records,
     parse_batch_header,
     set_base_offset,
@@ -253,7 +254,7 @@ class PartitionLog:
         self._check_open()
         config = self.config
         buf = bytearray(records)
-        batches = _validate(buf, config.max_message_bytes)
+        batches = _validate(buf, config)
         duplicate = self._producers.check(header for _, header in batches)
         if duplicate is not None:
             return AppendResult(
@@ -562,8 +563,13 @@ def _pin(segment: Segment) -> None:
         raise LogClosedError(f"{segment.log_path} was closed during a read")
 
 
-def _validate(buf: bytearray, max_message_bytes: int) -> list[tuple[int, BatchHeader]]:
-    """(position, header) of each batch, all checked before any is written."""
+def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]]:
+    """(position, header) of each batch, all checked before any is written: the header,
+    the CRC, and (``record.validation = full``, the default) that the records agree with
+    the header, walked without building them and, when compressed, decompressed in pieces
+    up to ``max.decompression.ratio`` times ``max.message.bytes``."""
+    max_message_bytes = config.max_message_bytes
+    check_all = config.record_validation == FULL
     batches: list[tuple[int, BatchHeader]] = []
     pos = 0
     while pos < len(buf):
@@ -582,6 +588,8 @@ def _validate(buf: bytearray, max_message_bytes: int) -> list[tuple[int, BatchHe
             )
         if header.producer_id >= 0 and header.base_sequence < 0:
             raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
+        if check_all:
+            check_records(buf, pos, header, max_size=config.max_decompressed_bytes)
         batches.append((pos, header))
         pos += header.size
     if not batches:

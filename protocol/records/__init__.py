@@ -23,7 +23,9 @@ where a length of -1 means null. Varints are zig-zag encoded.
 The package is split by job: :mod:`.header` (the layout, reading, checking and
 patching headers: what brokers and mirrors use), :mod:`.codec` (decoding records:
 :func:`iter_records`, what consumers use) and :mod:`.builder` (:class:`BatchBuilder`,
-what producers use), and :mod:`.control` (transaction markers). Their public names are re-exported here.
+what producers use), :mod:`.control` (transaction markers) and :mod:`.validate`
+(whether a batch's records agree with its header, what brokers check before
+appending). Their public names are re-exported here.
 Malformed input raises :class:`CorruptRecordError`; magic 0/1 raises
 :class:`UnsupportedMagicError`.
 """
@@ -63,6 +65,7 @@ from tributary.protocol.records.header import (
     validate_batch,
     verify_crc,
 )
+from tributary.protocol.records.validate import check_records
 
 __all__ = [
     "CODEC_MASK",
@@ -87,6 +90,7 @@ __all__ = [
     "Payload",
     "Record",
     "build_batch",
+    "check_records",
     "complete_prefix_length",
     "compute_crc",
     "control_type",

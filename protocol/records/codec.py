@@ -62,7 +62,8 @@ _SMALL_VARINT = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
 _TWO_BYTE_VARINT = tuple((v >> 1) ^ -(v & 1) for v in range(1 << 14))
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+def read_varint(data: BytesLike, pos: int) -> tuple[int, int]:
+    """The zig-zag varint at ``pos`` and the position after it; IndexError if it runs off ``data``."""
     # Lengths of typical keys and values take two bytes: worth a fast path.
     byte = data[pos]
     if byte < 0x80:
@@ -152,7 +153,7 @@ def _decode(  # noqa: PLR0912, PLR0915
     append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
     small = _SMALL_VARINT
     two = _TWO_BYTE_VARINT
-    read_varint = _read_varint
+    read = read_varint
     new, set_offset, set_timestamp, set_key, set_value, set_headers = (
         _new_object,
         _set_offset,
@@ -171,7 +172,7 @@ def _decode(  # noqa: PLR0912, PLR0915
                 length = two[(byte & 0x7F) | (data[pos + 1] << 7)]
                 pos += 2
             else:
-                length, pos = read_varint(data, pos)
+                length, pos = read(data, pos)
             record_end = pos + length
             if length <= 0 or record_end > end:
                 raise CorruptRecordError(f"record of {length} bytes does not fit its batch")
@@ -185,7 +186,7 @@ def _decode(  # noqa: PLR0912, PLR0915
                 timestamp_delta = two[(byte & 0x7F) | (data[pos + 1] << 7)]
                 pos += 2
             else:
-                timestamp_delta, pos = read_varint(data, pos)
+                timestamp_delta, pos = read(data, pos)
             byte = data[pos]
             if byte < 0x80:
                 offset_delta = small[byte]
@@ -194,14 +195,14 @@ def _decode(  # noqa: PLR0912, PLR0915
                 offset_delta = two[(byte & 0x7F) | (data[pos + 1] << 7)]
                 pos += 2
             else:
-                offset_delta, pos = read_varint(data, pos)
+                offset_delta, pos = read(data, pos)
 
             byte = data[pos]
             if byte < 0x80:
                 size = small[byte]
                 pos += 1
             else:
-                size, pos = read_varint(data, pos)
+                size, pos = read(data, pos)
             if size >= 0:
                 key: bytes | None = data[pos : pos + size]
                 pos += size
@@ -218,7 +219,7 @@ def _decode(  # noqa: PLR0912, PLR0915
                 size = two[(byte & 0x7F) | (data[pos + 1] << 7)]
                 pos += 2
             else:
-                size, pos = read_varint(data, pos)
+                size, pos = read(data, pos)
             if size >= 0:
                 value: bytes | None = data[pos : pos + size]
                 pos += size
@@ -252,14 +253,14 @@ def _decode(  # noqa: PLR0912, PLR0915
 
 
 def _decode_headers(data: bytes, pos: int, record_end: int) -> tuple[Headers, int]:
-    count, pos = _read_varint(data, pos)
+    count, pos = read_varint(data, pos)
     # Each header takes at least two bytes: a hostile count fails here, not
     # after a long loop.
     if count < 0 or 2 * count > record_end - pos:
         raise CorruptRecordError(f"record declares {count} headers")
     headers = []
     for _ in range(count):
-        size, pos = _read_varint(data, pos)
+        size, pos = read_varint(data, pos)
         if size < 0:
             raise CorruptRecordError(f"record header key has length {size}")
         try:
@@ -267,7 +268,7 @@ def _decode_headers(data: bytes, pos: int, record_end: int) -> tuple[Headers, in
         except UnicodeDecodeError as exc:
             raise CorruptRecordError(f"record header key is not UTF-8: {exc}") from None
         pos += size
-        size, pos = _read_varint(data, pos)
+        size, pos = read_varint(data, pos)
         if size >= 0:
             value: bytes | None = data[pos : pos + size]
             pos += size

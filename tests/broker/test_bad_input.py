@@ -21,13 +21,17 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import zstandard
 
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.protocol.compression import Compression, compress
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import ApiVersionsRequest
-from tributary.protocol.records import CONTROL_BIT, rewrite_crc
+from tributary.protocol.primitives import encode_varint
+from tributary.protocol.records import CONTROL_BIT, HEADER_SIZE, encode_batch_header, rewrite_crc
 from tributary.testing.cluster import BrokerProcess
 from tributary.testing.wire import WireConnection
 
@@ -168,6 +172,36 @@ def patched(data: bytes, offset: int, fmt: str, value: int, *, fix_crc: bool = T
     return bytes(out)
 
 
+def lying(records: bytes, count: int, codec: Compression = Compression.NONE) -> bytes:
+    """A batch with a valid CRC whose header claims ``count`` records over ``records`` (an
+    uncompressed records section, compressed here as ``codec``)."""
+    payload = compress(codec, records)
+    header = encode_batch_header(
+        base_offset=0, partition_leader_epoch=-1, attributes=codec.value, base_timestamp=0, max_timestamp=0,
+        producer_id=-1, producer_epoch=-1, base_sequence=-1, record_count=count, records=payload,
+    )  # fmt: skip
+    return header + payload
+
+
+def bomb(codec: Compression) -> bytes:
+    """A few hundred KB that inflate to 256 MiB: one record that declares 200 MiB, then zeros."""
+    zeros = bytes(1 << 20)
+    if codec is Compression.ZSTD:
+        compressor: Any = zstandard.ZstdCompressor(level=3).compressobj()
+    else:
+        compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    payload = compressor.compress(encode_varint(200 << 20))
+    payload += b"".join(compressor.compress(zeros) for _ in range(256))
+    payload += compressor.flush()
+    header = encode_batch_header(
+        base_offset=0, partition_leader_epoch=-1, attributes=codec.value, base_timestamp=0, max_timestamp=0,
+        producer_id=-1, producer_epoch=-1, base_sequence=-1, record_count=1, records=payload,
+    )  # fmt: skip
+    return header + payload
+
+
+THREE = GOOD[HEADER_SIZE:]  # the records section of three honest records
+
 REFUSED_RECORDS = [
     pytest.param(legacy_message_set(0, b"v0 message"), ErrorCode.INVALID_RECORD, id="magic-0"),
     pytest.param(legacy_message_set(1, b"v1 message"), ErrorCode.INVALID_RECORD, id="magic-1"),
@@ -189,6 +223,15 @@ REFUSED_RECORDS = [
         ErrorCode.INVALID_RECORD,
         id="producer-id-without-sequence",
     ),
+    # Headers that lie about their records, with valid CRCs: once stored as phantom offsets
+    # and records no consumer could decode.
+    pytest.param(lying(THREE, 10), ErrorCode.CORRUPT_MESSAGE, id="claims-10-holds-3"),
+    pytest.param(lying(THREE, 10, Compression.ZSTD), ErrorCode.CORRUPT_MESSAGE, id="claims-10-holds-3-zstd"),
+    pytest.param(lying(THREE, 2**31 - 1), ErrorCode.CORRUPT_MESSAGE, id="claims-2-billion"),
+    pytest.param(lying(random.Random(5).randbytes(500), 3), ErrorCode.CORRUPT_MESSAGE, id="garbage-records"),
+    pytest.param(
+        lying(random.Random(6).randbytes(500), 3, Compression.GZIP), ErrorCode.CORRUPT_MESSAGE, id="garbage-gzip"
+    ),
 ]
 
 
@@ -199,6 +242,31 @@ def test_refused_records_get_kafkas_error_and_nothing_is_appended(
     conn, topic = victim
     before = log_state(conn, topic)
     assert produce(conn, topic, records) == (expected, -1)
+    assert log_state(conn, topic) == before
+    bystander.check()
+
+
+def rss_bytes(broker: BrokerProcess) -> int:
+    assert broker.proc is not None
+    status = Path(f"/proc/{broker.proc.pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) * 1024
+
+
+@pytest.mark.parametrize("codec", [Compression.ZSTD, Compression.GZIP])
+def test_a_compression_bomb_is_refused_without_the_memory_it_asks_for(
+    broker: BrokerProcess, victim: tuple[WireConnection, str], bystander: Bystander, codec: Compression
+) -> None:
+    conn, topic = victim
+    data = bomb(codec)
+    assert len(data) < 1_048_588  # under message.max.bytes: only its records give it away
+    before, rss_before = log_state(conn, topic), rss_bytes(broker)
+    for _ in range(3):
+        assert produce(conn, topic, data) == (ErrorCode.CORRUPT_MESSAGE, -1)
+    grown = rss_bytes(broker) - rss_before
+    print(
+        f"{codec.name} bomb of {len(data)} bytes (256 MiB inflated): RSS {rss_before >> 20} MiB, grew {grown >> 20} MiB"
+    )
+    assert grown < 32 << 20, f"the broker's RSS grew by {grown >> 20} MiB"
     assert log_state(conn, topic) == before
     bystander.check()
 
