@@ -53,6 +53,16 @@ class BrokerStateCollector(Collector):
         end = GaugeMetricFamily(
             "tributary_broker_log_end_offset", "Offset the next record appended to a partition gets", labels=labels
         )
+        storage_errors = CounterMetricFamily(
+            "tributary_broker_log_storage_errors",
+            "Appends and flushes of a partition log the disk failed (answered KAFKA_STORAGE_ERROR)",
+            labels=labels,
+        )
+        storage_failing = GaugeMetricFamily(
+            "tributary_broker_log_storage_failing",
+            "1 while the disk under a partition log fails it (until an append or flush works again)",
+            labels=labels,
+        )
         for tp, partition_log in sorted(self._broker.logs.all_logs().items()):
             if partition_log.closed:
                 continue
@@ -61,7 +71,9 @@ class BrokerStateCollector(Collector):
             segments.add_metric(key, len(partition_log.segments))
             start.add_metric(key, partition_log.log_start_offset)
             end.add_metric(key, partition_log.log_end_offset)
-        yield from (size, segments, start, end)
+            storage_errors.add_metric(key, partition_log.storage_errors)
+            storage_failing.add_metric(key, int(partition_log.storage_error is not None))
+        yield from (size, segments, start, end, storage_errors, storage_failing)
 
     def _groups(self) -> Iterator[Metric]:
         coordinator = self._broker.groups.coordinator

@@ -52,6 +52,14 @@ class PartitionManager:
         self.broker_id = broker_id
         self.logs = logs
         self._partitions: dict[tuple[str, int], Partition] = {}
+        # Partitions whose log could not be opened, and why: logged once, not per request.
+        self._open_failures: dict[tuple[str, int], str] = {}
+
+    def _open_failed(self, topic: str, index: int, exc: OSError) -> None:
+        reason = exc.strerror or str(exc)
+        if self._open_failures.get((topic, index)) != reason:
+            log.warning("cannot open the log of %s-%d: %s (KAFKA_STORAGE_ERROR until it can)", topic, index, reason)
+        self._open_failures[topic, index] = reason
 
     def lookup(self, snapshot: ClusterSnapshot, topic: str, index: int) -> Partition | ErrorCode:
         info = snapshot.topics.get(topic)
@@ -62,7 +70,14 @@ class PartitionManager:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         partition = self._partitions.get((topic, index))
         if partition is None:
-            partition_log = self.logs.get_or_create(topic, index, info.config)
+            try:
+                partition_log = self.logs.get_or_create(topic, index, info.config)
+            except OSError as exc:
+                # No space for its directory, or no file handle left: this partition fails
+                # (the client retries), the broker and its other partitions go on.
+                self._open_failed(topic, index, exc)
+                return ErrorCode.KAFKA_STORAGE_ERROR
+            self._open_failures.pop((topic, index), None)
             partition = Partition(topic, index, partition_log, state.leader_epoch)
             self._partitions[topic, index] = partition
         partition.leader_epoch = state.leader_epoch
@@ -96,4 +111,7 @@ class PartitionManager:
         for tp in self.logs.partitions():
             info = change.snapshot.topics.get(tp.topic)
             if info is not None:
-                self.logs.get_or_create(tp.topic, tp.partition, info.config)
+                try:
+                    self.logs.get_or_create(tp.topic, tp.partition, info.config)
+                except OSError as exc:
+                    self._open_failed(tp.topic, tp.partition, exc)

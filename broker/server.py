@@ -8,6 +8,7 @@ broker from ZooKeeper.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from functools import partial
@@ -19,6 +20,7 @@ from tributary.broker.cluster.registry import ClusterRegistry
 from tributary.broker.config import BrokerConfig
 from tributary.broker.connection import serve_connection
 from tributary.broker.dispatch import advertised_versions
+from tributary.broker.log.errors import StorageError
 from tributary.broker.log.manager import LogManager
 from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.metrics_http import open_metrics_listeners, serve_metrics
@@ -45,11 +47,24 @@ async def _follow_assignments(broker: Broker, *, task_status: trio.TaskStatus[No
 
 
 async def _flush_scheduler(broker: Broker) -> None:
+    checkpoint_failed = False
     while True:
         await trio.sleep(broker.config.flush_scheduler_interval_ms / 1000)
         for partition_log in broker.logs.flush_due(_now_ms()):
-            await trio.to_thread.run_sync(partition_log.flush)
-        broker.logs.checkpoint_recovery_points()
+            # A disk that fails a flush fails that log (logged and counted by the log itself),
+            # not the broker: the others keep flushing, and this one is tried again next time.
+            with contextlib.suppress(StorageError):
+                await trio.to_thread.run_sync(partition_log.flush)
+        try:
+            broker.logs.checkpoint_recovery_points()
+        except OSError as exc:
+            if not checkpoint_failed:
+                log.warning("cannot write the recovery point checkpoint (tried again each flush): %s", exc)
+            checkpoint_failed = True
+        else:
+            if checkpoint_failed:
+                log.warning("the recovery point checkpoint is written again")
+            checkpoint_failed = False
 
 
 async def _retention_scheduler(broker: Broker) -> None:

@@ -26,16 +26,19 @@ Served = Mapping[int, Sequence[tuple[int, bytes | None]]]
 _WIDTH = 10
 
 
-def sequence_value(sequence: int) -> bytes:
-    """The value of record number ``sequence``: its number, zero-padded (sorts as it counts)."""
-    return b"%0*d" % (_WIDTH, sequence)
+def sequence_value(sequence: int, payload: bytes = b"") -> bytes:
+    """The value of record number ``sequence``: its number, zero-padded (sorts as it counts),
+    then ``-`` and ``payload`` if one is given (to make records as large as a test needs)."""
+    number = b"%0*d" % (_WIDTH, sequence)
+    return number + b"-" + payload if payload else number
 
 
 def sequence_of(value: bytes | None) -> int | None:
     """The number a :func:`sequence_value` holds; None for any other value."""
-    if value is None or not value.isdigit():
+    if value is None:
         return None
-    return int(value)
+    number, _, _ = bytes(value[: _WIDTH + 1]).partition(b"-")
+    return int(number) if len(number) == _WIDTH and number.isdigit() else None
 
 
 @dataclass(frozen=True)

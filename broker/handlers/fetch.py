@@ -19,7 +19,7 @@ from contextlib import ExitStack
 import trio
 
 from tributary.broker.context import RequestContext
-from tributary.broker.log.errors import LogClosedError, OffsetOutOfRangeError
+from tributary.broker.log.errors import LogClosedError, OffsetOutOfRangeError, StorageError
 from tributary.broker.log.log import FileRegion, ReadResult
 from tributary.broker.partitions import Partition
 from tributary.protocol.error_codes import ErrorCode
@@ -75,7 +75,7 @@ def _read_all(
             result: ReadResult = pins.enter_context(
                 plog.read(req.fetch_offset, max(limit, 0), max_offset=visible, min_one_batch=total == 0)
             )
-        except (OffsetOutOfRangeError, LogClosedError) as exc:
+        except (OffsetOutOfRangeError, LogClosedError, StorageError) as exc:
             out.error_code, errors = exc.error_code, True
             continue
         if result.size:

@@ -18,7 +18,7 @@ import trio
 
 from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.group.placement import OFFSETS_TOPIC
-from tributary.broker.log.errors import LogError
+from tributary.broker.log.errors import LogError, StorageError
 from tributary.broker.partitions import Partition
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.errors import ProtocolError, UnsupportedMagicError
@@ -85,7 +85,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 response = await _append(target, data.records)
             except Exception as exc:
                 code = _error_for(exc)
-                log.info("produce to %s-%d from %s refused: %s: %s", topic.name, data.index, ctx.peer, code.name, exc)
+                if not isinstance(exc, StorageError):  # the log says it once per incident
+                    log.info("produce to %s-%d from %s refused: %s: %s", topic.name, data.index, ctx.peer, code.name,
+                             exc)  # fmt: skip
                 response = ProduceResponse.PartitionProduceResponse(
                     error_code=code, base_offset=-1, error_message=str(exc)
                 )

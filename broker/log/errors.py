@@ -68,3 +68,17 @@ class LogClosedError(LogError):
     """An operation on a log that was closed or deleted (its topic went away)."""
 
     error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class StorageError(LogError):
+    """The disk under a log failed: no space, an I/O error, no file handle left. The data
+    already there is untouched (a failed append is cut back), and the next request tries
+    again, so the partition comes back by itself when the condition clears."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+    def __init__(self, path: object, action: str, cause: OSError | str) -> None:
+        reason = cause if isinstance(cause, str) else cause.strerror or str(cause)
+        super().__init__(f"{path}: {reason} while {action}")
+        self.errno = None if isinstance(cause, str) else cause.errno
+        self.reason = reason

@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tributary.broker.log.config import FULL, LogConfig
-from tributary.broker.log.errors import InvalidRecordError, LogClosedError, OffsetOutOfRangeError, RecordTooLargeError
+from tributary.broker.log.errors import (
+    InvalidRecordError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+)
 from tributary.broker.log.files import atomic_write, fsync_dir, unlink_quietly
 from tributary.broker.log.producer_state import ProducerStateManager
 from tributary.broker.log.reads import FileRegion, ReadResult
@@ -133,6 +139,10 @@ class PartitionLog:
         # Opening may have created or deleted segment files.
         self._dir_dirty = True
         self._truncations = 0
+        #: Why the disk under this log last failed, until an append or flush succeeds again.
+        self.storage_error: str | None = None
+        #: Appends and flushes the disk failed, since the log was opened.
+        self.storage_errors = 0
         self._closed = False
         #: Told how long each flush that synced anything spent in fsync (seconds),
         #: on the flushing thread: the broker's flush latency metric.
@@ -278,8 +288,19 @@ class PartitionLog:
             offset = header.next_offset
         first, last = assigned[0][1], assigned[-1][1]
         max_timestamp = max(header.max_timestamp for _, header in assigned)
-        segment = self._maybe_roll(len(buf), max_timestamp, last.last_offset, now_ms)
-        segment.append(buf, assigned, config.index_interval_bytes)
+        try:
+            if self.storage_error is not None:
+                # The last append or flush failed half-way: it was cut back, but the disk that
+                # failed it is not trusted until the tail reads back whole.
+                try:
+                    self._segments[-1].verify_tail()
+                except CorruptRecordError as exc:
+                    raise self._storage_failure("checking the tail after a failed write", str(exc)) from exc
+            segment = self._maybe_roll(len(buf), max_timestamp, last.last_offset, now_ms)
+            segment.append(buf, assigned, config.index_interval_bytes)
+        except OSError as exc:
+            raise self._storage_failure("appending", exc) from exc
+        self._storage_recovered()
         count = 0
         for _, header in assigned:
             self._producers.record(header, now_ms)
@@ -311,8 +332,13 @@ class PartitionLog:
     def _roll(self, now_ms: int) -> Segment:
         old = self._segments[-1]
         new = Segment.create(self._dir, old.next_offset, now_ms)
-        new.activate()
-        old.seal()
+        try:
+            new.activate()
+            old.seal()
+        except OSError:
+            # No half-made segment is left behind for the next open to trip over.
+            new.delete_files()
+            raise
         with self._lock:
             self._segments = (*self._segments, new)
             self._bases = [*self._bases, new.base_offset]
@@ -436,9 +462,9 @@ class PartitionLog:
                     fsync_dir(self._dir)
                 done = True
                 self._report_flush(started, bool(pinned) or sync_dir)
-            except OSError:
+            except OSError as exc:
                 if not self._closed:
-                    raise
+                    raise self._storage_failure("flushing", exc) from exc
             finally:
                 for segment in pinned:
                     if not done:
@@ -453,6 +479,21 @@ class PartitionLog:
                             self._first_unflushed_ms = first
                         self._rolled_unflushed |= rolled
                         self._dir_dirty |= sync_dir
+
+    def _storage_failure(self, action: str, cause: OSError | str) -> StorageError:
+        """Counts a failure of the disk and logs it once per incident (not once per request:
+        a full disk fails every produce until it is freed)."""
+        error = StorageError(self._dir, action, cause)
+        self.storage_errors += 1
+        if self.storage_error is None:
+            log.warning("%s (KAFKA_STORAGE_ERROR until it works again)", error)
+        self.storage_error = str(error)
+        return error
+
+    def _storage_recovered(self) -> None:
+        if self.storage_error is not None:
+            log.warning("%s: storage works again after %d failures", self._dir, self.storage_errors)
+            self.storage_error = None
 
     def _report_flush(self, started: float, synced: bool) -> None:
         if synced and self.on_flush is not None:

@@ -137,8 +137,8 @@ class LogManager:
             return existing
         created = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition), self._config_for(topic))
         created.on_flush = self._on_flush
+        self._logs[tp] = created  # before the fsync, which may fail: the log is open either way
         fsync_dir(self.data_dir)
-        self._logs[tp] = created
         return created
 
     def delete_partition(self, topic: str, partition: int) -> bool:

@@ -234,6 +234,17 @@ class Segment:
 
     # --- opening ------------------------------------------------------------
 
+    def verify_tail(self) -> None:
+        """Reads the batches after the last index entry back with their CRCs, and checks they
+        end where the segment thinks it ends. Raises :class:`CorruptRecordError` otherwise."""
+        last_entry = self.index.last()
+        start = last_entry[1] if last_entry is not None else 0
+        end = start
+        for pos, header in scan_batches(self._fd, start, self.size, verify=True, chunk_size=LOOKUP_CHUNK):
+            end = pos + header.size
+        if end != self.size:
+            raise CorruptRecordError(f"{self.log_path}: batches after position {start} end at {end}, not {self.size}")
+
     def load_tail(self) -> None:
         """Trusts the indexes and walks the headers after their last entry to
         learn the next offset and maximum timestamp (no CRC checks).

@@ -22,6 +22,9 @@ def test_values_count_and_read_back() -> None:
     assert sequence_value(42) == b"0000000042"
     assert sequence_of(sequence_value(42)) == 42
     assert sequence_of(b"not a number") is None
+    assert sequence_value(7, b"padding") == b"0000000007-padding"
+    assert sequence_of(sequence_value(7, b"padding")) == 7
+    assert sequence_of(b"00000000071") is None
     assert sequence_of(None) is None
 
 
