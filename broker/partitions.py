@@ -15,6 +15,7 @@ from collections.abc import Iterable
 import trio
 
 from tributary.broker.cluster.model import AssignmentChange, ClusterSnapshot
+from tributary.broker.log.errors import CorruptLogError
 from tributary.broker.log.log import PartitionLog
 from tributary.broker.log.manager import LogManager
 from tributary.protocol.error_codes import ErrorCode
@@ -55,8 +56,8 @@ class PartitionManager:
         # Partitions whose log could not be opened, and why: logged once, not per request.
         self._open_failures: dict[tuple[str, int], str] = {}
 
-    def _open_failed(self, topic: str, index: int, exc: OSError) -> None:
-        reason = exc.strerror or str(exc)
+    def _open_failed(self, topic: str, index: int, exc: OSError | CorruptLogError) -> None:
+        reason = str(exc) if isinstance(exc, CorruptLogError) else exc.strerror or str(exc)
         if self._open_failures.get((topic, index)) != reason:
             log.warning("cannot open the log of %s-%d: %s (KAFKA_STORAGE_ERROR until it can)", topic, index, reason)
         self._open_failures[topic, index] = reason
@@ -72,7 +73,7 @@ class PartitionManager:
         if partition is None:
             try:
                 partition_log = self.logs.get_or_create(topic, index, info.config)
-            except OSError as exc:
+            except (OSError, CorruptLogError) as exc:
                 # No space for its directory, or no file handle left: this partition fails
                 # (the client retries), the broker and its other partitions go on.
                 self._open_failed(topic, index, exc)
@@ -113,5 +114,5 @@ class PartitionManager:
             if info is not None:
                 try:
                     self.logs.get_or_create(tp.topic, tp.partition, info.config)
-                except OSError as exc:
+                except (OSError, CorruptLogError) as exc:
                     self._open_failed(tp.topic, tp.partition, exc)

@@ -82,3 +82,20 @@ class StorageError(LogError):
         super().__init__(f"{path}: {reason} while {action}")
         self.errno = None if isinstance(cause, str) else cause.errno
         self.reason = reason
+
+
+class CorruptLogError(LogError):
+    """Data the broker had flushed does not read back: bit rot, a bad disk, an outside write.
+    Unlike a torn tail (unflushed data a crash cut short, which recovery may cut off), it is
+    never truncated away: the partition stays offline, its files untouched, until an operator
+    (or, with replication, an in-sync replica) repairs it."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+    def __init__(self, path: str, position: int, offset: int, reason: str) -> None:
+        super().__init__(
+            f"{path}: corrupt batch at byte {position} (offset {offset}), below the recovery point: {reason}"
+        )
+        self.path = path
+        self.position = position
+        self.offset = offset

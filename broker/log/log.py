@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import threading
 import time
 from bisect import bisect_right
@@ -162,19 +163,24 @@ class PartitionLog:
     ) -> PartitionLog:
         """Opens (or creates) the log in ``directory``.
 
-        The active (last) segment is always validated batch by batch, cut at
-        the first torn or corrupt batch, and re-indexed: it is where torn
-        writes land, and a corrupt batch must never be served, even after a
-        clean shutdown (the scan costs one CRC pass over at most
-        ``segment.bytes``). After a crash (``clean_shutdown`` false) so is every
-        segment holding offsets at or after ``recovery_point``; segments after
-        a cut one are deleted. Other segments are trusted: only the headers
-        after their last index entry are read."""
+        The active (last) segment is always validated batch by batch and
+        re-indexed: it is where torn writes land, and a corrupt batch must never
+        be served, even after a clean shutdown (the scan costs one CRC pass over
+        at most ``segment.bytes``). After a crash (``clean_shutdown`` false) so
+        is every segment holding offsets at or after ``recovery_point``. A torn
+        or corrupt batch past what was flushed (everything after a clean
+        shutdown, ``recovery_point`` after a crash) is cut off with what follows
+        it; one below it is corruption of acknowledged data and raises
+        :class:`CorruptLogError`, changing nothing. Other segments are trusted:
+        only the headers after their last index entry are read."""
         now_ms = _now_ms() if now_ms is None else now_ms
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         bases = _discover(path)
         segments: list[Segment] = []
+        # What was on disk before this start: everything after a clean shutdown, up to the
+        # checkpointed recovery point after a crash. Only what lies past it may be torn.
+        flushed_until = sys.maxsize if clean_shutdown else recovery_point
         try:
             if not bases:
                 segments.append(Segment.create(path, 0, now_ms))
@@ -195,7 +201,7 @@ class PartitionLog:
                         log.warning("%s: segment %d is inconsistent (%s): recovering it", path, base, exc)
                         recover = True
                 if recover:
-                    removed = segment.recover(config.index_interval_bytes)
+                    removed = segment.recover(config.index_interval_bytes, flushed_until)
                     if removed:
                         log.warning("%s: cut %d bytes of torn or corrupt data from segment %d", path, removed, base)
                         cut = not last

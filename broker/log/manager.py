@@ -16,12 +16,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from tributary.broker.log.checkpoint import RECOVERY_POINT_CHECKPOINT, read_checkpoint, write_checkpoint
 from tributary.broker.log.config import LogConfig
+from tributary.broker.log.errors import CorruptLogError
 from tributary.broker.log.files import OPEN_FLAGS, fsync_dir
 from tributary.broker.log.log import PartitionLog
 
@@ -63,6 +65,10 @@ class LogManager:
         self.default_config = config
         self._topic_overrides: dict[str, TopicOverrides] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        #: Partitions whose flushed data does not read back: never opened, never written,
+        #: answered KAFKA_STORAGE_ERROR until an operator repairs or deletes them.
+        self.offline: dict[TopicPartition, CorruptLogError] = {}
+        self._offline_points: dict[TopicPartition, int] = {}
         self._last_checkpoint: dict[tuple[str, int], int] | None = None
         self._closed = False
         self._on_flush: Callable[[float], None] | None = None
@@ -82,13 +88,19 @@ class LogManager:
                 tp = parse_partition_dir_name(entry.name)
                 if tp is None or not entry.is_dir():
                     continue
-                self._logs[tp] = PartitionLog.open(
-                    entry.path,
-                    self._config_for(tp.topic),
-                    recovery_points.get(tp, 0),
-                    clean_shutdown=clean,
-                    now_ms=now_ms,
-                )
+                try:
+                    self._logs[tp] = PartitionLog.open(
+                        entry.path,
+                        self._config_for(tp.topic),
+                        recovery_points.get(tp, 0),
+                        clean_shutdown=clean,
+                        now_ms=now_ms,
+                    )
+                except CorruptLogError as exc:
+                    # Offline, files untouched: the other partitions start as usual.
+                    log.error("partition %s-%d is offline: %s", tp.topic, tp.partition, exc)  # noqa: TRY400
+                    self.offline[tp] = exc
+                    self._offline_points[tp] = max(recovery_points.get(tp, 0), exc.offset + 1)
         except BaseException:
             for partition_log in self._logs.values():
                 partition_log.close()
@@ -135,6 +147,8 @@ class LogManager:
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
+        if tp in self.offline:
+            raise self.offline[tp]
         created = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition), self._config_for(topic))
         created.on_flush = self._on_flush
         self._logs[tp] = created  # before the fsync, which may fail: the log is open either way
@@ -143,15 +157,23 @@ class LogManager:
 
     def delete_partition(self, topic: str, partition: int) -> bool:
         """Deletes the log and its directory; False if there was none."""
-        partition_log = self._logs.pop(TopicPartition(topic, partition), None)
+        tp = TopicPartition(topic, partition)
+        partition_log = self._logs.pop(tp, None)
         if partition_log is None:
-            return False
+            if self.offline.pop(tp, None) is None:
+                return False
+            self._offline_points.pop(tp, None)
+            # An offline log goes with its topic: nobody will repair what was deleted.
+            shutil.rmtree(self.data_dir / partition_dir_name(topic, partition), ignore_errors=True)
+            fsync_dir(self.data_dir)
+            return True
         partition_log.delete()
         fsync_dir(self.data_dir)
         return True
 
     def partitions(self) -> list[TopicPartition]:
-        return list(self._logs)
+        """Every partition with a log here, offline ones included."""
+        return [*self._logs, *self.offline]
 
     def all_logs(self) -> dict[TopicPartition, PartitionLog]:
         return dict(self._logs)
@@ -168,7 +190,13 @@ class LogManager:
         ]
 
     def recovery_points(self) -> dict[tuple[str, int], int]:
-        return {tp: partition_log.recovery_point for tp, partition_log in self._logs.items()}
+        points: dict[tuple[str, int], int] = {
+            tp: partition_log.recovery_point for tp, partition_log in self._logs.items()
+        }
+        # An offline log keeps a recovery point past its corruption, so that no later start
+        # (clean or not) mistakes the corrupt batch for a torn tail and cuts it off.
+        points.update({(tp.topic, tp.partition): point for tp, point in self._offline_points.items()})
+        return points
 
     def checkpoint_recovery_points(self) -> bool:
         """Writes the recovery-point checkpoint if it changed since the last

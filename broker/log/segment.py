@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from tributary.broker.log.errors import CorruptLogError
 from tributary.broker.log.files import OPEN_FLAGS, unlink_quietly, write_all
 from tributary.broker.log.index import OffsetIndex, TimeIndex
 from tributary.protocol.crc32c import BytesLike
@@ -277,9 +278,13 @@ class Segment:
         self._indexer = indexer
         self.next_offset = next_offset
 
-    def recover(self, index_interval_bytes: int) -> int:
+    def recover(self, index_interval_bytes: int, flushed_until: int = 0) -> int:
         """Validates every batch (length, magic, CRC, offsets), cuts the file
-        at the first bad one and rebuilds both indexes. Returns the bytes cut."""
+        at the first bad one and rebuilds both indexes. Returns the bytes cut.
+
+        Only data at offsets from ``flushed_until`` on may be cut: that is what a crash can
+        leave torn. A bad batch below it was on disk already, so it is corruption, and
+        :class:`CorruptLogError` is raised with nothing changed."""
         base = self.base_offset
         indexer = _Indexer(base)
         valid_end = 0
@@ -290,8 +295,10 @@ class Segment:
                 indexer.add(pos, header, index_interval_bytes)
                 valid_end = pos + header.size
                 next_offset = header.next_offset
-        except CorruptRecordError:
-            pass  # everything from valid_end on goes
+        except CorruptRecordError as exc:
+            if next_offset < flushed_until:
+                raise CorruptLogError(self.log_path, valid_end, next_offset, str(exc)) from None
+            # everything from valid_end on goes
         cut = self.size - valid_end
         if cut:
             os.ftruncate(self._fd, valid_end)

@@ -59,8 +59,8 @@ def test_logs_survive_a_clean_restart(tmp_path: Path, monkeypatch: pytest.Monkey
     # After a clean shutdown only the active segment is verified, and nothing is cut.
     verify = Segment.recover
 
-    def verify_only(self: Segment, interval: int) -> int:
-        removed = verify(self, interval)
+    def verify_only(self: Segment, interval: int, flushed_until: int = 0) -> int:
+        removed = verify(self, interval, flushed_until)
         assert removed == 0, f"{self} lost {removed} bytes after a clean shutdown"
         return removed
 
@@ -92,9 +92,9 @@ def test_after_a_crash_logs_recover_from_their_checkpoint(tmp_path: Path, monkey
     recovered: list[int] = []
     original = Segment.recover
 
-    def spy(self: Segment, interval: int) -> int:
+    def spy(self: Segment, interval: int, flushed_until: int = 0) -> int:
         recovered.append(self.base_offset)
-        return original(self, interval)
+        return original(self, interval, flushed_until)
 
     monkeypatch.setattr(Segment, "recover", spy)
     reopened = LogManager(tmp_path, LogConfig(segment_bytes=500), now_ms=NOW)

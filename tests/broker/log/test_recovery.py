@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from tributary.broker.log.errors import CorruptLogError
 from tributary.broker.log.log import PartitionLog
 from tributary.broker.log.segment import Segment
 from tributary.protocol.compression import Compression
+from tributary.protocol.error_codes import ErrorCode
 
 from .helpers import NOW, batch, crash, headers, log_files, open_log, read_all
 
@@ -34,9 +36,9 @@ def _recovered_segments(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     recovered: list[int] = []
     original = Segment.recover
 
-    def spy(self: Segment, index_interval_bytes: int) -> int:
+    def spy(self: Segment, index_interval_bytes: int, flushed_until: int = 0) -> int:
         recovered.append(self.base_offset)
-        return original(self, index_interval_bytes)
+        return original(self, index_interval_bytes, flushed_until)
 
     monkeypatch.setattr(Segment, "recover", spy)
     return recovered
@@ -133,21 +135,44 @@ def test_only_segments_from_the_recovery_point_are_scanned(tmp_path: Path, monke
     crash(reopened)
 
 
-def test_a_clean_shutdown_still_verifies_the_active_segment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_clean_shutdown_still_verifies_the_active_segment_and_never_cuts_flushed_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "t-0"
     log, boundaries = _filled(path)
     log.close()
-    # Damage a record byte of the last batch: only a CRC check notices.
+    # Damage a record byte of the last batch: only a CRC check notices. After a clean
+    # shutdown everything was on disk: this is corruption, not a torn write.
     damaged = bytearray((path / LOG0).read_bytes())
     damaged[-3] ^= 0xFF
     (path / LOG0).write_bytes(damaged)
     recovered = _recovered_segments(monkeypatch)
-    clean = open_log(path, 0, clean=True)
+    with pytest.raises(CorruptLogError) as raised:
+        open_log(path, 0, clean=True)
     assert recovered == [0]
-    assert os.path.getsize(path / LOG0) == boundaries[-2]
-    assert clean.log_end_offset == clean.recovery_point
-    assert read_all(clean) == damaged[: boundaries[-2]]
-    clean.close()
+    assert raised.value.position == boundaries[-2]
+    assert raised.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert (path / LOG0).read_bytes() == damaged  # nothing cut, nothing rewritten
+
+
+def test_after_a_crash_only_data_past_the_recovery_point_is_cut(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log, boundaries = _filled(path)
+    offsets = [h.base_offset for h in headers(read_all(log))]
+    log.close()
+    damaged = bytearray((path / LOG0).read_bytes())
+    damaged[boundaries[3] + 30] ^= 0xFF  # inside the fourth batch
+    (path / LOG0).write_bytes(damaged)
+    # Flushed up to the fourth batch: the damage may be a torn write, and goes with what follows.
+    torn = open_log(path, offsets[3], clean=False)
+    assert torn.log_end_offset == offsets[3]
+    torn.close()
+    (path / LOG0).write_bytes(damaged)
+    # Flushed past its first record: the same damage is corruption of acknowledged data.
+    with pytest.raises(CorruptLogError) as raised:
+        open_log(path, offsets[3] + 1, clean=False)
+    assert (raised.value.position, raised.value.offset) == (boundaries[3], offsets[3])
+    assert (path / LOG0).read_bytes() == damaged
 
 
 def test_a_clean_shutdown_trusts_older_segments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
