@@ -73,7 +73,14 @@ class BrokerStateCollector(Collector):
             end.add_metric(key, partition_log.log_end_offset)
             storage_errors.add_metric(key, partition_log.storage_errors)
             storage_failing.add_metric(key, int(partition_log.storage_error is not None))
-        yield from (size, segments, start, end, storage_errors, storage_failing)
+        offline = GaugeMetricFamily(
+            "tributary_broker_log_offline",
+            "1 for a partition whose flushed data does not read back: served KAFKA_STORAGE_ERROR, files untouched",
+            labels=labels,
+        )
+        for tp in sorted(self._broker.logs.offline):
+            offline.add_metric([tp.topic, str(tp.partition)], 1)
+        yield from (size, segments, start, end, storage_errors, storage_failing, offline)
 
     def _groups(self) -> Iterator[Metric]:
         coordinator = self._broker.groups.coordinator
