@@ -54,6 +54,10 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300_000
     # How often the broker checks whether a log is due for an fsync.
     flush_scheduler_interval_ms: int = 1_000
+    # The scrubber: a pass over every closed segment's CRCs starts this often (-1: never),
+    # reading at most this many bytes a second.
+    scrub_interval_ms: int = 24 * 60 * 60 * 1000
+    scrub_bytes_per_second: int = 8 * 1024 * 1024
     # Send fetched records with os.sendfile (off: pread + send, for comparison and
     # for transports sendfile cannot reach).
     sendfile: bool = True
@@ -103,6 +107,8 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _int),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", _int),
     "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", _int),
+    "log.scrub.interval.ms": ("scrub_interval_ms", _int),
+    "log.scrub.bytes.per.second": ("scrub_bytes_per_second", _int),
     "sendfile": ("sendfile", _bool),
     "metrics.port": ("metrics_port", _int),
     "metrics.host": ("metrics_host", _str),

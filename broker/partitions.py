@@ -70,6 +70,11 @@ class PartitionManager:
         if state.leader != self.broker_id:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         partition = self._partitions.get((topic, index))
+        if partition is not None and partition.log.closed:
+            # Taken offline (or deleted) under us: ask the log manager again.
+            del self._partitions[topic, index]
+            partition.notify_appended()
+            partition = None
         if partition is None:
             try:
                 partition_log = self.logs.get_or_create(topic, index, info.config)

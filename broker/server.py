@@ -22,6 +22,7 @@ from tributary.broker.connection import serve_connection
 from tributary.broker.dispatch import advertised_versions
 from tributary.broker.log.errors import StorageError
 from tributary.broker.log.manager import LogManager
+from tributary.broker.log.scrubber import Scrubber
 from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.metrics_http import open_metrics_listeners, serve_metrics
 from tributary.broker.metrics_state import BrokerStateCollector
@@ -65,6 +66,28 @@ async def _flush_scheduler(broker: Broker) -> None:
             if checkpoint_failed:
                 log.warning("the recovery point checkpoint is written again")
             checkpoint_failed = False
+
+
+#: How often the scrubber reads, in seconds: each step reads a second's worth of its rate or less.
+SCRUB_STEP_SECONDS = 0.25
+
+
+async def _scrub_scheduler(broker: Broker) -> None:
+    """One pass over the closed segments every ``log.scrub.interval.ms``, at
+    ``log.scrub.bytes.per.second``; a log that does not read back goes offline."""
+    interval = broker.config.scrub_interval_ms
+    if interval < 0:
+        return
+    scrubber = Scrubber()
+    budget = max(1, int(broker.config.scrub_bytes_per_second * SCRUB_STEP_SECONDS))
+    while True:
+        passes = scrubber.passes
+        while scrubber.passes == passes:
+            found = await trio.to_thread.run_sync(scrubber.step, broker.logs.all_logs(), budget)
+            for (topic, partition), error in found:
+                broker.logs.take_offline(topic, partition, error)
+            await trio.sleep(SCRUB_STEP_SECONDS)
+        await trio.sleep(interval / 1000)
 
 
 async def _retention_scheduler(broker: Broker) -> None:
@@ -128,6 +151,7 @@ async def run(
             await nursery.start(broker.groups.follow_leadership, registry)
             nursery.start_soon(_flush_scheduler, broker)
             nursery.start_soon(_retention_scheduler, broker)
+            nursery.start_soon(_scrub_scheduler, broker)
             await nursery.start(trio.serve_listeners, partial(_accept, broker), listeners)
             log.info(
                 "broker %d listening on %s (advertised %s), datacenter %s, data in %s",

@@ -99,3 +99,8 @@ class CorruptLogError(LogError):
         self.path = path
         self.position = position
         self.offset = offset
+        self.reason = reason
+
+    def details(self) -> dict[str, str | int]:
+        """What the offline marker records, to raise the same error at the next start."""
+        return {"path": self.path, "position": self.position, "offset": self.offset, "reason": self.reason}

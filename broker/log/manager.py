@@ -13,6 +13,7 @@ and :meth:`close` may run in a worker thread while nothing else uses it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -24,7 +25,7 @@ from typing import NamedTuple
 from tributary.broker.log.checkpoint import RECOVERY_POINT_CHECKPOINT, read_checkpoint, write_checkpoint
 from tributary.broker.log.config import LogConfig
 from tributary.broker.log.errors import CorruptLogError
-from tributary.broker.log.files import OPEN_FLAGS, fsync_dir
+from tributary.broker.log.files import OPEN_FLAGS, atomic_write, fsync_dir
 from tributary.broker.log.log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,22 @@ CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 _PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]{1,249})-(0|[1-9][0-9]{0,9})$")
 
 TopicOverrides = Mapping[str, str | int]
+
+
+#: In a partition directory: the log is offline, and why (JSON); an operator removes it once
+#: the segment is repaired.
+OFFLINE_MARKER = "tributary-offline.json"
+
+
+def _check_not_offline(directory: Path) -> None:
+    """Raises the recorded :class:`CorruptLogError` of a log taken offline before."""
+    try:
+        details = json.loads((directory / OFFLINE_MARKER).read_bytes())
+    except FileNotFoundError:
+        return
+    except ValueError:
+        details = {"path": str(directory), "position": -1, "offset": -1, "reason": "unreadable offline marker"}
+    raise CorruptLogError(**details)
 
 
 class TopicPartition(NamedTuple):
@@ -89,6 +106,7 @@ class LogManager:
                 if tp is None or not entry.is_dir():
                     continue
                 try:
+                    _check_not_offline(Path(entry.path))
                     self._logs[tp] = PartitionLog.open(
                         entry.path,
                         self._config_for(tp.topic),
@@ -98,9 +116,7 @@ class LogManager:
                     )
                 except CorruptLogError as exc:
                     # Offline, files untouched: the other partitions start as usual.
-                    log.error("partition %s-%d is offline: %s", tp.topic, tp.partition, exc)  # noqa: TRY400
-                    self.offline[tp] = exc
-                    self._offline_points[tp] = max(recovery_points.get(tp, 0), exc.offset + 1)
+                    self._set_offline(tp, exc, recovery_points.get(tp, 0))
         except BaseException:
             for partition_log in self._logs.values():
                 partition_log.close()
@@ -170,6 +186,28 @@ class LogManager:
         partition_log.delete()
         fsync_dir(self.data_dir)
         return True
+
+    def take_offline(self, topic: str, partition: int, error: CorruptLogError) -> None:
+        """A log whose flushed data was found not to read back (by the scrubber): closed and
+        kept as it is, answered KAFKA_STORAGE_ERROR from now on, as if found at start-up."""
+        tp = TopicPartition(topic, partition)
+        partition_log = self._logs.pop(tp, None)
+        if partition_log is None:
+            return
+        partition_log.close()
+        self._set_offline(tp, error, partition_log.recovery_point)
+
+    def _set_offline(self, tp: TopicPartition, error: CorruptLogError, recovery_point: int) -> None:
+        log.error("partition %s-%d is offline: %s", tp.topic, tp.partition, error)
+        self.offline[tp] = error
+        self._offline_points[tp] = max(recovery_point, error.offset + 1)
+        # The marker keeps it offline across restarts: a clean start trusts closed segments
+        # and would otherwise serve the damage again. Removing it is the operator's "repaired".
+        marker = self.data_dir / partition_dir_name(tp.topic, tp.partition) / OFFLINE_MARKER
+        try:
+            atomic_write(marker, json.dumps(error.details()).encode())
+        except OSError as exc:
+            log.error("cannot write %s: %s", marker, exc)  # noqa: TRY400
 
     def partitions(self) -> list[TopicPartition]:
         """Every partition with a log here, offline ones included."""
