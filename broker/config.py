@@ -9,6 +9,7 @@ or a value of the wrong shape stops start-up with one line naming it.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +49,11 @@ class BrokerConfig:
     advertise: HostPort
     datacenter: str = "default"
     auto_create_topics: bool = True
+    # Limits on auto-creation (broker/auto_create.py): a cap on the cluster's partitions, a
+    # rate per broker, and names never auto-created ("" denies none).
+    auto_create_max_partitions: int = 10_000
+    auto_create_max_per_second: float = 100.0
+    auto_create_deny_pattern: str = ""
     default_partitions: int = 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
     zookeeper_session_timeout_ms: int = 18_000
@@ -58,6 +64,9 @@ class BrokerConfig:
     # reading at most this many bytes a second.
     scrub_interval_ms: int = 24 * 60 * 60 * 1000
     scrub_bytes_per_second: int = 8 * 1024 * 1024
+    # Logs kept open at once (three file descriptors each at least); -1: as many as the
+    # descriptor limit allows with 1024 left for sockets.
+    max_open_logs: int = -1
     # Send fetched records with os.sendfile (off: pread + send, for comparison and
     # for transports sendfile cannot reach).
     sendfile: bool = True
@@ -86,6 +95,25 @@ def _bool(name: str, value: Any) -> bool:
     raise ConfigError(f"setting '{name}' must be true or false, got {value!r}")
 
 
+def _float(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(f"setting '{name}' must be a number, got {value!r}")
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"setting '{name}' must be a number, got {value!r}") from None
+
+
+def _pattern(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"setting '{name}' must be a regular expression in a string, got {value!r}")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ConfigError(f"setting '{name}' is not a valid regular expression: {exc}") from None
+    return value
+
+
 def _str(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"setting '{name}' must be a non-empty string, got {value!r}")
@@ -103,11 +131,15 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "datacenter": ("datacenter", _str),
     "auto.create.topics.enable": ("auto_create_topics", _bool),
     "num.partitions": ("default_partitions", _int),
+    "auto.create.topics.max.partitions": ("auto_create_max_partitions", _int),
+    "auto.create.topics.max.per.second": ("auto_create_max_per_second", _float),
+    "auto.create.topics.deny.pattern": ("auto_create_deny_pattern", _pattern),
     "socket.request.max.bytes": ("socket_request_max_bytes", _int),
     "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _int),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", _int),
     "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", _int),
     "log.scrub.interval.ms": ("scrub_interval_ms", _int),
+    "log.max.open.logs": ("max_open_logs", _int),
     "log.scrub.bytes.per.second": ("scrub_bytes_per_second", _int),
     "sendfile": ("sendfile", _bool),
     "metrics.port": ("metrics_port", _int),

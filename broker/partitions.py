@@ -101,7 +101,8 @@ class PartitionManager:
 
         A partition that merely lost its leader keeps its log: its broker may be back.
         Every change also hands the logs kept here their topic's current config, so an
-        altered retention or segment size takes effect without waiting for traffic."""
+        altered retention or segment size takes effect without waiting for traffic. (The log
+        manager keeps only so many logs open: the others wait closed until a request needs them.)"""
         removed = {(r.topic, r.partition) for r in change.removed}
         if first:
             assigned = {(r.topic, r.partition) for r in change.added}
@@ -117,7 +118,4 @@ class PartitionManager:
         for tp in self.logs.partitions():
             info = change.snapshot.topics.get(tp.topic)
             if info is not None:
-                try:
-                    self.logs.get_or_create(tp.topic, tp.partition, info.config)
-                except (OSError, CorruptLogError) as exc:
-                    self._open_failed(tp.topic, tp.partition, exc)
+                self.logs.set_topic_overrides(tp.topic, info.config)

@@ -117,7 +117,8 @@ async def _accept(broker: Broker, stream: trio.SocketStream) -> None:
 async def run(
     config: BrokerConfig, *, task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED
 ) -> None:
-    logs = await trio.to_thread.run_sync(LogManager, config.data_dir, config.log)
+    max_open = None if config.max_open_logs < 0 else max(1, config.max_open_logs)
+    logs = await trio.to_thread.run_sync(partial(LogManager, config.data_dir, config.log, max_open=max_open))
     metrics = BrokerMetrics()
     logs.on_flush = metrics.flushed
     try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+from tributary.broker.auto_create import AutoCreatePolicy
 from tributary.broker.cluster.model import ClusterSnapshot
 from tributary.broker.cluster.registry import ClusterRegistry
 from tributary.broker.config import BrokerConfig
@@ -52,6 +55,11 @@ class Broker:
             GroupCoordinator(config.group), OffsetsLogStorage(self.partitions, lambda: registry.snapshot)
         )
         self.offsets_topic = OffsetsTopic(registry, config.group)
+        self.auto_create = AutoCreatePolicy(
+            config.auto_create_max_partitions,
+            config.auto_create_max_per_second,
+            re.compile(config.auto_create_deny_pattern) if config.auto_create_deny_pattern else None,
+        )
         # What ApiVersions answers: the dispatcher's routes, handed down by the server.
         self.api_versions = api_versions
 

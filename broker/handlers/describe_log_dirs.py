@@ -16,16 +16,16 @@ R = DescribeLogDirsResponse
 
 
 async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
-    logs = ctx.broker.logs.all_logs()
+    sizes = ctx.broker.logs.sizes()
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     by_topic: dict[str, list[R.DescribeLogDirsPartition]] = {}
-    for tp, partition_log in sorted(logs.items()):
+    for tp, size in sorted(sizes.items()):
         if wanted is not None and (tp.topic, tp.partition) not in wanted:
             continue
         by_topic.setdefault(tp.topic, []).append(
-            R.DescribeLogDirsPartition(partition_index=tp.partition, partition_size=partition_log.size_in_bytes)
+            R.DescribeLogDirsPartition(partition_index=tp.partition, partition_size=size)
         )
     return R(
         results=[

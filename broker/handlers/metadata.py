@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 
+import trio
+
 from tributary.broker.cluster.errors import ClusterError, TopicExistsError
 from tributary.broker.cluster.model import ClusterSnapshot, TopicInfo
 from tributary.broker.context import RequestContext
@@ -40,20 +42,28 @@ def _topic(snapshot: ClusterSnapshot, info: TopicInfo) -> MetadataResponse.Metad
     )
 
 
-async def _auto_create(ctx: RequestContext, name: str) -> None:
+async def _auto_create(ctx: RequestContext, name: str) -> ErrorCode | None:
+    """Creates the topic, unless the auto-creation policy refuses: then its error."""
     broker = ctx.broker
     if name == OFFSETS_TOPIC:
         # Created as the coordinator needs it (partition count, never deleted), not as a user topic.
         await broker.offsets_topic.ensure()
-        return
+        return None
+    snapshot = broker.snapshot()
+    in_cluster = sum(len(info.partitions) for info in snapshot.topics.values())
+    refused = broker.auto_create.decide(name, broker.config.default_partitions, in_cluster, trio.current_time())
+    if refused is not None:
+        log.info("auto-creating topic %s for %s refused: %s", name, ctx.peer, refused.name)
+        return refused
     try:
         await broker.registry.create_topic(name, broker.config.default_partitions, {})
     except TopicExistsError:
-        return  # another broker or client created it meanwhile
+        return None  # another broker or client created it meanwhile
     except ClusterError as exc:
         log.warning("auto-creating topic %s failed: %s", name, exc)
-        return
+        return None
     log.info("auto-created topic %s with %d partitions", name, broker.config.default_partitions)
+    return None
 
 
 def _unknown(name: str, error: ErrorCode) -> MetadataResponse.MetadataResponseTopic:
@@ -71,7 +81,9 @@ async def _describe(ctx: RequestContext, name: str, allow_create: bool) -> Metad
         return _unknown(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if colliding_topics(name, snapshot.topics):
         return _unknown(name, ErrorCode.INVALID_TOPIC_EXCEPTION)  # as Kafka's auto-creation refuses it
-    await _auto_create(ctx, name)
+    refused = await _auto_create(ctx, name)
+    if refused is not None:
+        return _unknown(name, refused)
     snapshot = ctx.broker.snapshot()
     info = snapshot.topics.get(name)
     # Not there yet: the client retries, as it does for Kafka's LEADER_NOT_AVAILABLE.

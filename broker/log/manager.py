@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import resource
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -53,6 +54,24 @@ def _check_not_offline(directory: Path) -> None:
     raise CorruptLogError(**details)
 
 
+#: The group coordinator's topic (named here too: the log package knows nothing of groups):
+#: its logs are never closed to make room.
+OFFSETS_TOPIC = "__consumer_offsets"
+#: File descriptors left for sockets (clients, ZooKeeper, metrics) when ``max_open`` is derived.
+FD_RESERVE = 1024
+#: Descriptors an open log holds: its active segment's log, offset and time index files.
+FDS_PER_LOG = 3
+
+
+def default_max_open_logs() -> int:
+    """As many logs as the process's file descriptor limit allows with room left for
+    sockets: a broker whose logs took every descriptor would lose ZooKeeper and its clients."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 100_000
+    return max(16, (soft - min(FD_RESERVE, soft // 2)) // FDS_PER_LOG)
+
+
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
@@ -77,11 +96,19 @@ class LogManager:
         *,
         topic_configs: Mapping[str, TopicOverrides] | None = None,
         now_ms: int | None = None,
+        max_open: int | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.default_config = config
         self._topic_overrides: dict[str, TopicOverrides] = dict(topic_configs or {})
+        # Open logs, least recently used first: each holds three file descriptors or more,
+        # so at most ``max_open`` stay open; the others are closed (cleanly) and opened
+        # again when a request needs them. Their recovery points wait in ``_closed``.
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._closed_logs: dict[TopicPartition, int] = {}
+        self.max_open = default_max_open_logs() if max_open is None else max_open
+        self._start_clean = True
+        self._now_ms = now_ms
         #: Partitions whose flushed data does not read back: never opened, never written,
         #: answered KAFKA_STORAGE_ERROR until an operator repairs or deletes them.
         self.offline: dict[TopicPartition, CorruptLogError] = {}
@@ -105,27 +132,30 @@ class LogManager:
                 tp = parse_partition_dir_name(entry.name)
                 if tp is None or not entry.is_dir():
                     continue
+                # Every log is opened (and recovered, after a crash) now, so damage shows at
+                # start; those past ``max_open`` are closed again as the next ones open.
+                self._closed_logs[tp] = recovery_points.get(tp, 0)
+                self._start_clean = clean
                 try:
-                    _check_not_offline(Path(entry.path))
-                    self._logs[tp] = PartitionLog.open(
-                        entry.path,
-                        self._config_for(tp.topic),
-                        recovery_points.get(tp, 0),
-                        clean_shutdown=clean,
-                        now_ms=now_ms,
-                    )
+                    self._open(tp)
                 except CorruptLogError as exc:
                     # Offline, files untouched: the other partitions start as usual.
-                    self._set_offline(tp, exc, recovery_points.get(tp, 0))
+                    self._set_offline(tp, exc, self._closed_logs.pop(tp))
         except BaseException:
             for partition_log in self._logs.values():
                 partition_log.close()
             raise
+        # Logs closed from here on were closed cleanly (flushed), whatever this start was.
+        self._start_clean = True
         if clean:
             # From here on a crash must not pass for a clean shutdown.
             marker.unlink()
             fsync_dir(self.data_dir)
-        log.info("opened %d logs in %s (%s start)", len(self._logs), self.data_dir, "clean" if clean else "recovered")
+        log.info(
+            "opened %d logs in %s (%s start; %d kept open, at most %d)",
+            len(self._logs) + len(self._closed_logs), self.data_dir, "clean" if clean else "recovered",
+            len(self._logs), self.max_open,
+        )  # fmt: skip
 
     def _config_for(self, topic: str) -> LogConfig:
         overrides = self._topic_overrides.get(topic)
@@ -149,37 +179,82 @@ class LogManager:
         return self._logs.get(TopicPartition(topic, partition))
 
     def get_or_create(self, topic: str, partition: int, overrides: TopicOverrides | None = None) -> PartitionLog:
-        """The log, created if new. ``overrides`` (Kafka names, as the topic's
-        config in ZooKeeper) replace the topic's previous ones when given."""
+        """The log, opened if closed, created if new. ``overrides`` (Kafka names, as the
+        topic's config in ZooKeeper) replace the topic's previous ones when given."""
         tp = TopicPartition(topic, partition)
         if parse_partition_dir_name(partition_dir_name(topic, partition)) != tp:
             raise ValueError(f"illegal topic name or partition: {topic!r} {partition}")
-        if overrides is not None and self._topic_overrides.get(topic) != overrides:
-            self._topic_overrides[topic] = dict(overrides)
-            config = self._config_for(topic)
-            for other, partition_log in self._logs.items():
-                if other.topic == topic:
-                    partition_log.config = config
-        existing = self._logs.get(tp)
+        if overrides is not None:
+            self.set_topic_overrides(topic, overrides)
+        existing = self._logs.pop(tp, None)
         if existing is not None:
+            self._logs[tp] = existing  # now the most recently used
             return existing
         if tp in self.offline:
             raise self.offline[tp]
-        created = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition), self._config_for(topic))
-        created.on_flush = self._on_flush
-        self._logs[tp] = created  # before the fsync, which may fail: the log is open either way
-        fsync_dir(self.data_dir)
+        if tp in self._closed_logs:
+            return self._open(tp)
+        self._closed_logs[tp] = 0
+        try:
+            created = self._open(tp)
+        except BaseException:
+            self._closed_logs.pop(tp, None)
+            raise
+        fsync_dir(self.data_dir)  # the new directory; the log is open and listed either way
         return created
+
+    def set_topic_overrides(self, topic: str, overrides: TopicOverrides) -> None:
+        """A topic's config changed (or is first known): its open logs take it now, its
+        closed ones when they open."""
+        if self._topic_overrides.get(topic) == overrides:
+            return
+        self._topic_overrides[topic] = dict(overrides)
+        config = self._config_for(topic)
+        for other, partition_log in self._logs.items():
+            if other.topic == topic:
+                partition_log.config = config
+
+    def _open(self, tp: TopicPartition) -> PartitionLog:
+        """Opens a log listed in ``_closed_logs`` (new ones with recovery point 0), closing the
+        least recently used open ones first if ``max_open`` are open."""
+        while len(self._logs) >= self.max_open and self._close_one():
+            pass
+        directory = self.data_dir / partition_dir_name(tp.topic, tp.partition)
+        _check_not_offline(directory)
+        opened = PartitionLog.open(
+            directory,
+            self._config_for(tp.topic),
+            self._closed_logs[tp],
+            clean_shutdown=self._start_clean,
+            now_ms=self._now_ms,
+        )
+        opened.on_flush = self._on_flush
+        del self._closed_logs[tp]
+        self._logs[tp] = opened
+        return opened
+
+    def _close_one(self) -> bool:
+        """Closes the least recently used log that may close; False if none may. The
+        coordinator's ``__consumer_offsets`` logs stay open: it writes them from its own state."""
+        for tp, partition_log in self._logs.items():
+            if tp.topic == OFFSETS_TOPIC:
+                continue
+            del self._logs[tp]
+            partition_log.close()  # flushes: its recovery point is its end
+            self._closed_logs[tp] = partition_log.recovery_point
+            return True
+        return False
 
     def delete_partition(self, topic: str, partition: int) -> bool:
         """Deletes the log and its directory; False if there was none."""
         tp = TopicPartition(topic, partition)
         partition_log = self._logs.pop(tp, None)
         if partition_log is None:
-            if self.offline.pop(tp, None) is None:
+            if self.offline.pop(tp, None) is None and tp not in self._closed_logs:
                 return False
             self._offline_points.pop(tp, None)
-            # An offline log goes with its topic: nobody will repair what was deleted.
+            self._closed_logs.pop(tp, None)
+            # A closed or offline log goes with its topic (nobody will repair what was deleted).
             shutil.rmtree(self.data_dir / partition_dir_name(topic, partition), ignore_errors=True)
             fsync_dir(self.data_dir)
             return True
@@ -210,8 +285,17 @@ class LogManager:
             log.error("cannot write %s: %s", marker, exc)  # noqa: TRY400
 
     def partitions(self) -> list[TopicPartition]:
-        """Every partition with a log here, offline ones included."""
-        return [*self._logs, *self.offline]
+        """Every partition with a log here: open, closed for now, or offline."""
+        return [*self._logs, *self._closed_logs, *self.offline]
+
+    def sizes(self) -> dict[TopicPartition, int]:
+        """Bytes in each partition's segments, open or not (offline ones left out)."""
+        sizes = {tp: plog.size_in_bytes for tp, plog in self._logs.items()}
+        for tp in self._closed_logs:
+            directory = self.data_dir / partition_dir_name(tp.topic, tp.partition)
+            with os.scandir(directory) as entries:
+                sizes[tp] = sum(e.stat().st_size for e in entries if e.name.endswith(".log"))
+        return sizes
 
     def all_logs(self) -> dict[TopicPartition, PartitionLog]:
         return dict(self._logs)
@@ -231,6 +315,7 @@ class LogManager:
         points: dict[tuple[str, int], int] = {
             tp: partition_log.recovery_point for tp, partition_log in self._logs.items()
         }
+        points.update({(tp.topic, tp.partition): point for tp, point in self._closed_logs.items()})
         # An offline log keeps a recovery point past its corruption, so that no later start
         # (clean or not) mistakes the corrupt batch for a torn tail and cuts it off.
         points.update({(tp.topic, tp.partition): point for tp, point in self._offline_points.items()})
@@ -248,9 +333,15 @@ class LogManager:
 
     def apply_retention(self, now_ms: int) -> int:
         """Deletes old segments of every log and forgets idle producers;
-        returns how many segments went."""
+        returns how many segments went. Closed logs are opened for it in turn
+        (each closing the least recently used one while ``max_open`` are open)."""
         deleted = 0
-        for partition_log in list(self._logs.values()):
+        for tp in [*self._closed_logs, *self._logs]:
+            try:
+                partition_log = self.get_or_create(tp.topic, tp.partition)
+            except (OSError, CorruptLogError) as exc:
+                log.warning("retention skips %s-%d: %s", tp.topic, tp.partition, exc)
+                continue
             deleted += partition_log.delete_old_segments(now_ms)
             partition_log.expire_producers(now_ms)
         return deleted

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import resource
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,16 @@ from tributary.broker.log.checkpoint import (
     write_checkpoint,
 )
 from tributary.broker.log.config import LogConfig
-from tributary.broker.log.manager import CLEAN_SHUTDOWN_MARKER, LogManager, TopicPartition, parse_partition_dir_name
+from tributary.broker.log.manager import (
+    CLEAN_SHUTDOWN_MARKER,
+    LogManager,
+    TopicPartition,
+    default_max_open_logs,
+    parse_partition_dir_name,
+)
 from tributary.broker.log.segment import Segment
 
-from .helpers import NOW, T0, batch, read_all, values
+from .helpers import NOW, T0, batch, read_all, value_of, values
 
 DAY = 24 * 3600 * 1000
 
@@ -160,3 +167,38 @@ def test_a_damaged_checkpoint_means_full_recovery(tmp_path: Path) -> None:
     log = reopened.get("t", 0)
     assert log is not None and log.log_end_offset == 1
     reopened.close()
+
+
+def test_at_most_max_open_logs_stay_open_and_closed_ones_come_back_whole(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, LogConfig(), now_ms=NOW, max_open=2)
+    offsets = manager.get_or_create("__consumer_offsets", 0)
+    offsets.append(batch(1, tag=99), 0, NOW)
+    for i in range(4):
+        manager.get_or_create("t", i).append(batch(2, tag=i), 0, NOW)
+    # Two open (the offsets log, never closed to make room, and the most recent), the rest closed.
+    assert set(manager.all_logs()) == {("__consumer_offsets", 0), ("t", 3)}
+    assert sorted(manager.partitions()) == [("__consumer_offsets", 0), *(("t", i) for i in range(4))]
+    assert manager.recovery_points() == {("__consumer_offsets", 0): 0, **{("t", i): 2 for i in range(3)}, ("t", 3): 0}
+    sizes = manager.sizes()
+    assert len(sizes) == 5 and sizes[("t", 0)] == sizes[("t", 3)] > 0
+    # A closed log opens again as it was, and appends go on from its end.
+    again = manager.get_or_create("t", 0)
+    assert again.log_end_offset == 2
+    assert values(read_all(again)) == [(0, value_of(0, 0)), (1, value_of(0, 1))]
+    assert again.append(batch(1, tag=5), 0, NOW).base_offset == 2
+    assert ("t", 3) not in manager.all_logs()
+    # Deleting a closed log deletes its directory.
+    assert manager.delete_partition("t", 1)
+    assert not (tmp_path / "t-1").exists()
+    manager.close()
+    reopened = LogManager(tmp_path, LogConfig(), now_ms=NOW, max_open=2)
+    assert sorted(reopened.partitions()) == [("__consumer_offsets", 0), ("t", 0), ("t", 2), ("t", 3)]
+    assert reopened.get_or_create("t", 0).log_end_offset == 3
+    assert len(reopened.all_logs()) == 2
+    reopened.close()
+
+
+def test_the_default_keeps_room_for_sockets_below_the_descriptor_limit() -> None:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    expected = max(16, (soft - min(1024, soft // 2)) // 3)
+    assert default_max_open_logs() == expected
