@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from tributary.broker.log.errors import CorruptLogError
 from tributary.broker.log.log import PartitionLog
 from tributary.broker.log.manager import TopicPartition
-from tributary.broker.log.segment import scan_batches
+from tributary.broker.log.segment import Segment, scan_batches
 from tributary.protocol.errors import CorruptRecordError
 
 
@@ -33,6 +33,28 @@ class _Cursor:
     segment: int
     position: int
     offset: int
+
+
+def _check_slice(segment: Segment, start: int, offset: int, *, dense: bool, budget: int) -> tuple[int, int, int]:
+    """Checks the segment's batches from ``start`` (where ``offset`` begins) until about
+    ``budget`` bytes are checked or the segment ends; returns (position, next offset, bytes
+    checked). Raises :class:`CorruptLogError` at a batch that does not read back."""
+    position, checked = start, 0
+    batches = scan_batches(segment.fd, start, segment.size, verify=True)
+    while checked < budget:
+        try:
+            pos, header = next(batches)
+        except StopIteration:
+            break
+        except CorruptRecordError as exc:
+            raise CorruptLogError(segment.log_path, position, offset, str(exc)) from None
+        # baseOffset lies outside the CRC: a flip there shows as a jump.
+        if header.base_offset < offset or (dense and header.base_offset != offset):
+            reason = f"the batch starts at offset {header.base_offset}, not {offset}"
+            raise CorruptLogError(segment.log_path, pos, offset, reason)
+        position, offset = pos + header.size, header.next_offset
+        checked += header.size
+    return position, offset, checked
 
 
 class Scrubber:
@@ -56,30 +78,29 @@ class Scrubber:
             plog = logs[key]
             if plog.closed:
                 continue
+            # Offsets follow each other without gaps until a compaction leaves some.
+            dense = "compact" not in plog.config.cleanup_policy
             for segment in plog.segments[:-1]:  # the active segment is still being written
                 if cursor is not None and key == cursor.log and segment.base_offset < cursor.segment:
                     continue
-                start, offset = (0, segment.base_offset)
+                start, offset = 0, segment.base_offset
                 if cursor is not None and key == cursor.log and segment.base_offset == cursor.segment:
                     start, offset = cursor.position, cursor.offset
                 cursor = None
                 if not segment.try_pin():
                     continue  # deleted by retention meanwhile
                 try:
-                    position = start
-                    try:
-                        for pos, header in scan_batches(segment.fd, start, segment.size, verify=True):
-                            position, offset = pos + header.size, header.next_offset
-                            budget -= header.size
-                            self.checked += header.size
-                            if budget <= 0:
-                                self._cursor = _Cursor(key, segment.base_offset, position, offset)
-                                return found
-                    except CorruptRecordError as exc:
-                        found.append((key, CorruptLogError(segment.log_path, position, offset, str(exc))))
-                        break  # the log goes offline: its other segments wait for a repair
+                    position, offset, checked = _check_slice(segment, start, offset, dense=dense, budget=budget)
+                except CorruptLogError as exc:
+                    found.append((key, exc))
+                    break  # the log goes offline: its other segments wait for a repair
                 finally:
                     segment.unpin()
+                budget -= checked
+                self.checked += checked
+                if budget <= 0:
+                    self._cursor = _Cursor(key, segment.base_offset, position, offset)
+                    return found
         self._cursor = None
         self.passes += 1
         self.checked = 0
