@@ -152,7 +152,7 @@ class LogManager:
             marker.unlink()
             fsync_dir(self.data_dir)
         log.info(
-            "opened %d logs in %s (%s start; %d kept open, at most %d)",
+            "opened %d logs in %s (%s start), %d kept open (at most %d)",
             len(self._logs) + len(self._closed_logs), self.data_dir, "clean" if clean else "recovered",
             len(self._logs), self.max_open,
         )  # fmt: skip

@@ -25,16 +25,16 @@ class AlterConfigsRequest:
         #: The resource type.
         resource_type: int = 0
         #: The resource name.
-        resource_name: str = ""
+        resource_name: str = ''
         #: The configurations.
         configs: list[AlterConfigsRequest.AlterableConfig] = field(default_factory=list)
 
     @dataclass(slots=True)
     class AlterableConfig:
         #: The configuration key name.
-        name: str = ""
+        name: str = ''
         #: The value to set for the configuration key.
-        value: str | None = ""
+        value: str | None = ''
 
     #: The updates for each resource.
     resources: list[AlterConfigsRequest.AlterConfigsResource] = field(default_factory=list)
@@ -43,45 +43,22 @@ class AlterConfigsRequest:
 
 
 AlterConfigsRequest.SPEC = Message(
-    name="AlterConfigsRequest",
-    kind="request",
+    name='AlterConfigsRequest',
+    kind='request',
     api_key=33,
     valid=V(0, 2),
     flexible=V(2),
-    struct=Struct(
-        AlterConfigsRequest,
-        (
-            Field(
-                "resources",
-                "Resources",
-                "[]AlterConfigsResource",
-                V(0),
-                default=[],
-                struct=Struct(
-                    AlterConfigsRequest.AlterConfigsResource,
-                    (
-                        Field("resource_type", "ResourceType", "int8", V(0), default=0),
-                        Field("resource_name", "ResourceName", "string", V(0), default=""),
-                        Field(
-                            "configs",
-                            "Configs",
-                            "[]AlterableConfig",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                AlterConfigsRequest.AlterableConfig,
-                                (
-                                    Field("name", "Name", "string", V(0), default=""),
-                                    Field("value", "Value", "string", V(0), nullable=V(0), default=""),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-            Field("validate_only", "ValidateOnly", "bool", V(0), default=False),
-        ),
-    ),
+    struct=Struct(AlterConfigsRequest, (
+        Field('resources', 'Resources', '[]AlterConfigsResource', V(0), default=[], struct=Struct(AlterConfigsRequest.AlterConfigsResource, (
+            Field('resource_type', 'ResourceType', 'int8', V(0), default=0),
+            Field('resource_name', 'ResourceName', 'string', V(0), default=''),
+            Field('configs', 'Configs', '[]AlterableConfig', V(0), default=[], struct=Struct(AlterConfigsRequest.AlterableConfig, (
+                Field('name', 'Name', 'string', V(0), default=''),
+                Field('value', 'Value', 'string', V(0), nullable=V(0), default=''),
+            ))),
+        ))),
+        Field('validate_only', 'ValidateOnly', 'bool', V(0), default=False),
+    )),
 )
 
 
@@ -96,11 +73,11 @@ class AlterConfigsResponse:
         #: The resource error code.
         error_code: int = 0
         #: The resource error message, or null if there was no error.
-        error_message: str | None = ""
+        error_message: str | None = ''
         #: The resource type.
         resource_type: int = 0
         #: The resource name.
-        resource_name: str = ""
+        resource_name: str = ''
 
     #: Duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
@@ -110,31 +87,18 @@ class AlterConfigsResponse:
 
 
 AlterConfigsResponse.SPEC = Message(
-    name="AlterConfigsResponse",
-    kind="response",
+    name='AlterConfigsResponse',
+    kind='response',
     api_key=33,
     valid=V(0, 2),
     flexible=V(2),
-    struct=Struct(
-        AlterConfigsResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(0), default=0),
-            Field(
-                "responses",
-                "Responses",
-                "[]AlterConfigsResourceResponse",
-                V(0),
-                default=[],
-                struct=Struct(
-                    AlterConfigsResponse.AlterConfigsResourceResponse,
-                    (
-                        Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                        Field("error_message", "ErrorMessage", "string", V(0), nullable=V(0), default=""),
-                        Field("resource_type", "ResourceType", "int8", V(0), default=0),
-                        Field("resource_name", "ResourceName", "string", V(0), default=""),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(AlterConfigsResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0), default=0),
+        Field('responses', 'Responses', '[]AlterConfigsResourceResponse', V(0), default=[], struct=Struct(AlterConfigsResponse.AlterConfigsResourceResponse, (
+            Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+            Field('error_message', 'ErrorMessage', 'string', V(0), nullable=V(0), default=''),
+            Field('resource_type', 'ResourceType', 'int8', V(0), default=0),
+            Field('resource_name', 'ResourceName', 'string', V(0), default=''),
+        ))),
+    )),
 )

@@ -21,24 +21,21 @@ class ApiVersionsRequest:
     SPEC: ClassVar[Message]
 
     #: The name of the client.
-    client_software_name: str = ""
+    client_software_name: str = ''
     #: The version of the client.
-    client_software_version: str = ""
+    client_software_version: str = ''
 
 
 ApiVersionsRequest.SPEC = Message(
-    name="ApiVersionsRequest",
-    kind="request",
+    name='ApiVersionsRequest',
+    kind='request',
     api_key=18,
     valid=V(0, 4),
     flexible=V(3),
-    struct=Struct(
-        ApiVersionsRequest,
-        (
-            Field("client_software_name", "ClientSoftwareName", "string", V(3), default="", ignorable=True),
-            Field("client_software_version", "ClientSoftwareVersion", "string", V(3), default="", ignorable=True),
-        ),
-    ),
+    struct=Struct(ApiVersionsRequest, (
+        Field('client_software_name', 'ClientSoftwareName', 'string', V(3), default='', ignorable=True),
+        Field('client_software_version', 'ClientSoftwareVersion', 'string', V(3), default='', ignorable=True),
+    )),
 )
 
 
@@ -60,7 +57,7 @@ class ApiVersionsResponse:
     @dataclass(slots=True)
     class SupportedFeatureKey:
         #: The name of the feature.
-        name: str = ""
+        name: str = ''
         #: The minimum supported version for the feature.
         min_version: int = 0
         #: The maximum supported version for the feature.
@@ -69,7 +66,7 @@ class ApiVersionsResponse:
     @dataclass(slots=True)
     class FinalizedFeatureKey:
         #: The name of the feature.
-        name: str = ""
+        name: str = ''
         #: The cluster-wide finalized max version level for the feature.
         max_version_level: int = 0
         #: The cluster-wide finalized min version level for the feature.
@@ -96,87 +93,30 @@ class ApiVersionsResponse:
 
 
 ApiVersionsResponse.SPEC = Message(
-    name="ApiVersionsResponse",
-    kind="response",
+    name='ApiVersionsResponse',
+    kind='response',
     api_key=18,
     valid=V(0, 4),
     flexible=V(3),
-    struct=Struct(
-        ApiVersionsResponse,
-        (
-            Field("error_code", "ErrorCode", "int16", V(0), default=0),
-            Field(
-                "api_keys",
-                "ApiKeys",
-                "[]ApiVersion",
-                V(0),
-                default=[],
-                struct=Struct(
-                    ApiVersionsResponse.ApiVersion,
-                    (
-                        Field("api_key", "ApiKey", "int16", V(0), default=0),
-                        Field("min_version", "MinVersion", "int16", V(0), default=0),
-                        Field("max_version", "MaxVersion", "int16", V(0), default=0),
-                    ),
-                ),
-            ),
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(1), default=0, ignorable=True),
-            Field(
-                "supported_features",
-                "SupportedFeatures",
-                "[]SupportedFeatureKey",
-                V(3),
-                tagged=V(3),
-                tag=0,
-                default=[],
-                ignorable=True,
-                struct=Struct(
-                    ApiVersionsResponse.SupportedFeatureKey,
-                    (
-                        Field("name", "Name", "string", V(3), default=""),
-                        Field("min_version", "MinVersion", "int16", V(3), default=0),
-                        Field("max_version", "MaxVersion", "int16", V(3), default=0),
-                    ),
-                ),
-            ),
-            Field(
-                "finalized_features_epoch",
-                "FinalizedFeaturesEpoch",
-                "int64",
-                V(3),
-                tagged=V(3),
-                tag=1,
-                default=-1,
-                ignorable=True,
-            ),
-            Field(
-                "finalized_features",
-                "FinalizedFeatures",
-                "[]FinalizedFeatureKey",
-                V(3),
-                tagged=V(3),
-                tag=2,
-                default=[],
-                ignorable=True,
-                struct=Struct(
-                    ApiVersionsResponse.FinalizedFeatureKey,
-                    (
-                        Field("name", "Name", "string", V(3), default=""),
-                        Field("max_version_level", "MaxVersionLevel", "int16", V(3), default=0),
-                        Field("min_version_level", "MinVersionLevel", "int16", V(3), default=0),
-                    ),
-                ),
-            ),
-            Field(
-                "zk_migration_ready",
-                "ZkMigrationReady",
-                "bool",
-                V(3),
-                tagged=V(3),
-                tag=3,
-                default=False,
-                ignorable=True,
-            ),
-        ),
-    ),
+    struct=Struct(ApiVersionsResponse, (
+        Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+        Field('api_keys', 'ApiKeys', '[]ApiVersion', V(0), default=[], struct=Struct(ApiVersionsResponse.ApiVersion, (
+            Field('api_key', 'ApiKey', 'int16', V(0), default=0),
+            Field('min_version', 'MinVersion', 'int16', V(0), default=0),
+            Field('max_version', 'MaxVersion', 'int16', V(0), default=0),
+        ))),
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1), default=0, ignorable=True),
+        Field('supported_features', 'SupportedFeatures', '[]SupportedFeatureKey', V(3), tagged=V(3), tag=0, default=[], ignorable=True, struct=Struct(ApiVersionsResponse.SupportedFeatureKey, (
+            Field('name', 'Name', 'string', V(3), default=''),
+            Field('min_version', 'MinVersion', 'int16', V(3), default=0),
+            Field('max_version', 'MaxVersion', 'int16', V(3), default=0),
+        ))),
+        Field('finalized_features_epoch', 'FinalizedFeaturesEpoch', 'int64', V(3), tagged=V(3), tag=1, default=-1, ignorable=True),
+        Field('finalized_features', 'FinalizedFeatures', '[]FinalizedFeatureKey', V(3), tagged=V(3), tag=2, default=[], ignorable=True, struct=Struct(ApiVersionsResponse.FinalizedFeatureKey, (
+            Field('name', 'Name', 'string', V(3), default=''),
+            Field('max_version_level', 'MaxVersionLevel', 'int16', V(3), default=0),
+            Field('min_version_level', 'MinVersionLevel', 'int16', V(3), default=0),
+        ))),
+        Field('zk_migration_ready', 'ZkMigrationReady', 'bool', V(3), tagged=V(3), tag=3, default=False, ignorable=True),
+    )),
 )

@@ -22,7 +22,7 @@ class ConsumerProtocolSubscription:
 
     @dataclass(slots=True)
     class TopicPartition:
-        topic: str = ""
+        topic: str = ''
         partitions: list[int] = field(default_factory=list)
 
     topics: list[str] = field(default_factory=list)
@@ -33,35 +33,21 @@ class ConsumerProtocolSubscription:
 
 
 ConsumerProtocolSubscription.SPEC = Message(
-    name="ConsumerProtocolSubscription",
-    kind="data",
+    name='ConsumerProtocolSubscription',
+    kind='data',
     api_key=None,
     valid=V(0, 3),
     flexible=NO_VERSIONS,
-    struct=Struct(
-        ConsumerProtocolSubscription,
-        (
-            Field("topics", "Topics", "[]string", V(0), default=[]),
-            Field("user_data", "UserData", "bytes", V(0), nullable=V(0)),
-            Field(
-                "owned_partitions",
-                "OwnedPartitions",
-                "[]TopicPartition",
-                V(1),
-                default=[],
-                ignorable=True,
-                struct=Struct(
-                    ConsumerProtocolSubscription.TopicPartition,
-                    (
-                        Field("topic", "Topic", "string", V(1), default=""),
-                        Field("partitions", "Partitions", "[]int32", V(1), default=[]),
-                    ),
-                ),
-            ),
-            Field("generation_id", "GenerationId", "int32", V(2), default=-1, ignorable=True),
-            Field("rack_id", "RackId", "string", V(3), nullable=V(3), ignorable=True),
-        ),
-    ),
+    struct=Struct(ConsumerProtocolSubscription, (
+        Field('topics', 'Topics', '[]string', V(0), default=[]),
+        Field('user_data', 'UserData', 'bytes', V(0), nullable=V(0)),
+        Field('owned_partitions', 'OwnedPartitions', '[]TopicPartition', V(1), default=[], ignorable=True, struct=Struct(ConsumerProtocolSubscription.TopicPartition, (
+            Field('topic', 'Topic', 'string', V(1), default=''),
+            Field('partitions', 'Partitions', '[]int32', V(1), default=[]),
+        ))),
+        Field('generation_id', 'GenerationId', 'int32', V(2), default=-1, ignorable=True),
+        Field('rack_id', 'RackId', 'string', V(3), nullable=V(3), ignorable=True),
+    )),
 )
 
 
@@ -73,7 +59,7 @@ class ConsumerProtocolAssignment:
 
     @dataclass(slots=True)
     class TopicPartition:
-        topic: str = ""
+        topic: str = ''
         partitions: list[int] = field(default_factory=list)
 
     assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition] = field(default_factory=list)
@@ -81,29 +67,16 @@ class ConsumerProtocolAssignment:
 
 
 ConsumerProtocolAssignment.SPEC = Message(
-    name="ConsumerProtocolAssignment",
-    kind="data",
+    name='ConsumerProtocolAssignment',
+    kind='data',
     api_key=None,
     valid=V(0, 3),
     flexible=NO_VERSIONS,
-    struct=Struct(
-        ConsumerProtocolAssignment,
-        (
-            Field(
-                "assigned_partitions",
-                "AssignedPartitions",
-                "[]TopicPartition",
-                V(0),
-                default=[],
-                struct=Struct(
-                    ConsumerProtocolAssignment.TopicPartition,
-                    (
-                        Field("topic", "Topic", "string", V(0), default=""),
-                        Field("partitions", "Partitions", "[]int32", V(0), default=[]),
-                    ),
-                ),
-            ),
-            Field("user_data", "UserData", "bytes", V(0), nullable=V(0)),
-        ),
-    ),
+    struct=Struct(ConsumerProtocolAssignment, (
+        Field('assigned_partitions', 'AssignedPartitions', '[]TopicPartition', V(0), default=[], struct=Struct(ConsumerProtocolAssignment.TopicPartition, (
+            Field('topic', 'Topic', 'string', V(0), default=''),
+            Field('partitions', 'Partitions', '[]int32', V(0), default=[]),
+        ))),
+        Field('user_data', 'UserData', 'bytes', V(0), nullable=V(0)),
+    )),
 )

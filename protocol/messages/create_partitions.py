@@ -23,7 +23,7 @@ class CreatePartitionsRequest:
     @dataclass(slots=True)
     class CreatePartitionsTopic:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: The new partition count.
         count: int = 0
         #: The new partition assignments.
@@ -43,44 +43,22 @@ class CreatePartitionsRequest:
 
 
 CreatePartitionsRequest.SPEC = Message(
-    name="CreatePartitionsRequest",
-    kind="request",
+    name='CreatePartitionsRequest',
+    kind='request',
     api_key=37,
     valid=V(0, 3),
     flexible=V(2),
-    struct=Struct(
-        CreatePartitionsRequest,
-        (
-            Field(
-                "topics",
-                "Topics",
-                "[]CreatePartitionsTopic",
-                V(0),
-                default=[],
-                struct=Struct(
-                    CreatePartitionsRequest.CreatePartitionsTopic,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field("count", "Count", "int32", V(0), default=0),
-                        Field(
-                            "assignments",
-                            "Assignments",
-                            "[]CreatePartitionsAssignment",
-                            V(0),
-                            nullable=V(0),
-                            default=[],
-                            struct=Struct(
-                                CreatePartitionsRequest.CreatePartitionsAssignment,
-                                (Field("broker_ids", "BrokerIds", "[]int32", V(0), default=[]),),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-            Field("timeout_ms", "TimeoutMs", "int32", V(0), default=0),
-            Field("validate_only", "ValidateOnly", "bool", V(0), default=False),
-        ),
-    ),
+    struct=Struct(CreatePartitionsRequest, (
+        Field('topics', 'Topics', '[]CreatePartitionsTopic', V(0), default=[], struct=Struct(CreatePartitionsRequest.CreatePartitionsTopic, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('count', 'Count', 'int32', V(0), default=0),
+            Field('assignments', 'Assignments', '[]CreatePartitionsAssignment', V(0), nullable=V(0), default=[], struct=Struct(CreatePartitionsRequest.CreatePartitionsAssignment, (
+                Field('broker_ids', 'BrokerIds', '[]int32', V(0), default=[]),
+            ))),
+        ))),
+        Field('timeout_ms', 'TimeoutMs', 'int32', V(0), default=0),
+        Field('validate_only', 'ValidateOnly', 'bool', V(0), default=False),
+    )),
 )
 
 
@@ -93,7 +71,7 @@ class CreatePartitionsResponse:
     @dataclass(slots=True)
     class CreatePartitionsTopicResult:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: The result error, or zero if there was no error.
         error_code: int = 0
         #: The result message, or null if there was no error.
@@ -107,30 +85,17 @@ class CreatePartitionsResponse:
 
 
 CreatePartitionsResponse.SPEC = Message(
-    name="CreatePartitionsResponse",
-    kind="response",
+    name='CreatePartitionsResponse',
+    kind='response',
     api_key=37,
     valid=V(0, 3),
     flexible=V(2),
-    struct=Struct(
-        CreatePartitionsResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(0), default=0),
-            Field(
-                "results",
-                "Results",
-                "[]CreatePartitionsTopicResult",
-                V(0),
-                default=[],
-                struct=Struct(
-                    CreatePartitionsResponse.CreatePartitionsTopicResult,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                        Field("error_message", "ErrorMessage", "string", V(0), nullable=V(0)),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(CreatePartitionsResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0), default=0),
+        Field('results', 'Results', '[]CreatePartitionsTopicResult', V(0), default=[], struct=Struct(CreatePartitionsResponse.CreatePartitionsTopicResult, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+            Field('error_message', 'ErrorMessage', 'string', V(0), nullable=V(0)),
+        ))),
+    )),
 )

@@ -25,7 +25,7 @@ class CreateTopicsRequest:
     @dataclass(slots=True)
     class CreatableTopic:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: The number of partitions to create in the topic, or -1 if we are either specifying a
         #: manual partition assignment or using the default partitions.
         num_partitions: int = 0
@@ -47,9 +47,9 @@ class CreateTopicsRequest:
     @dataclass(slots=True)
     class CreatableTopicConfig:
         #: The configuration name.
-        name: str = ""
+        name: str = ''
         #: The configuration value.
-        value: str | None = ""
+        value: str | None = ''
 
     #: The topics to create.
     topics: list[CreateTopicsRequest.CreatableTopic] = field(default_factory=list)
@@ -60,61 +60,28 @@ class CreateTopicsRequest:
 
 
 CreateTopicsRequest.SPEC = Message(
-    name="CreateTopicsRequest",
-    kind="request",
+    name='CreateTopicsRequest',
+    kind='request',
     api_key=19,
     valid=V(0, 7),
     flexible=V(5),
-    struct=Struct(
-        CreateTopicsRequest,
-        (
-            Field(
-                "topics",
-                "Topics",
-                "[]CreatableTopic",
-                V(0),
-                default=[],
-                struct=Struct(
-                    CreateTopicsRequest.CreatableTopic,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field("num_partitions", "NumPartitions", "int32", V(0), default=0),
-                        Field("replication_factor", "ReplicationFactor", "int16", V(0), default=0),
-                        Field(
-                            "assignments",
-                            "Assignments",
-                            "[]CreatableReplicaAssignment",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                CreateTopicsRequest.CreatableReplicaAssignment,
-                                (
-                                    Field("partition_index", "PartitionIndex", "int32", V(0), default=0),
-                                    Field("broker_ids", "BrokerIds", "[]int32", V(0), default=[]),
-                                ),
-                            ),
-                        ),
-                        Field(
-                            "configs",
-                            "Configs",
-                            "[]CreatableTopicConfig",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                CreateTopicsRequest.CreatableTopicConfig,
-                                (
-                                    Field("name", "Name", "string", V(0), default=""),
-                                    Field("value", "Value", "string", V(0), nullable=V(0), default=""),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-            Field("timeout_ms", "timeoutMs", "int32", V(0), default=60000),
-            Field("validate_only", "validateOnly", "bool", V(1), default=False),
-        ),
-    ),
+    struct=Struct(CreateTopicsRequest, (
+        Field('topics', 'Topics', '[]CreatableTopic', V(0), default=[], struct=Struct(CreateTopicsRequest.CreatableTopic, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('num_partitions', 'NumPartitions', 'int32', V(0), default=0),
+            Field('replication_factor', 'ReplicationFactor', 'int16', V(0), default=0),
+            Field('assignments', 'Assignments', '[]CreatableReplicaAssignment', V(0), default=[], struct=Struct(CreateTopicsRequest.CreatableReplicaAssignment, (
+                Field('partition_index', 'PartitionIndex', 'int32', V(0), default=0),
+                Field('broker_ids', 'BrokerIds', '[]int32', V(0), default=[]),
+            ))),
+            Field('configs', 'Configs', '[]CreatableTopicConfig', V(0), default=[], struct=Struct(CreateTopicsRequest.CreatableTopicConfig, (
+                Field('name', 'Name', 'string', V(0), default=''),
+                Field('value', 'Value', 'string', V(0), nullable=V(0), default=''),
+            ))),
+        ))),
+        Field('timeout_ms', 'timeoutMs', 'int32', V(0), default=60000),
+        Field('validate_only', 'validateOnly', 'bool', V(1), default=False),
+    )),
 )
 
 
@@ -127,13 +94,13 @@ class CreateTopicsResponse:
     @dataclass(slots=True)
     class CreatableTopicResult:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: The unique topic ID
         topic_id: uuid.UUID = NULL_UUID
         #: The error code, or 0 if there was no error.
         error_code: int = 0
         #: The error message, or null if there was no error.
-        error_message: str | None = ""
+        error_message: str | None = ''
         #: Optional topic config error returned if configs are not returned in the response.
         topic_config_error_code: int = 0
         #: Number of partitions of the topic.
@@ -146,9 +113,9 @@ class CreateTopicsResponse:
     @dataclass(slots=True)
     class CreatableTopicConfigs:
         #: The configuration name.
-        name: str = ""
+        name: str = ''
         #: The configuration value.
-        value: str | None = ""
+        value: str | None = ''
         #: True if the configuration is read-only.
         read_only: bool = False
         #: The configuration source.
@@ -164,64 +131,28 @@ class CreateTopicsResponse:
 
 
 CreateTopicsResponse.SPEC = Message(
-    name="CreateTopicsResponse",
-    kind="response",
+    name='CreateTopicsResponse',
+    kind='response',
     api_key=19,
     valid=V(0, 7),
     flexible=V(5),
-    struct=Struct(
-        CreateTopicsResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(2), default=0, ignorable=True),
-            Field(
-                "topics",
-                "Topics",
-                "[]CreatableTopicResult",
-                V(0),
-                default=[],
-                struct=Struct(
-                    CreateTopicsResponse.CreatableTopicResult,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field("topic_id", "TopicId", "uuid", V(7), default=NULL_UUID, ignorable=True),
-                        Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                        Field(
-                            "error_message", "ErrorMessage", "string", V(1), nullable=V(0), default="", ignorable=True
-                        ),
-                        Field(
-                            "topic_config_error_code",
-                            "TopicConfigErrorCode",
-                            "int16",
-                            V(5),
-                            tagged=V(5),
-                            tag=0,
-                            default=0,
-                            ignorable=True,
-                        ),
-                        Field("num_partitions", "NumPartitions", "int32", V(5), default=-1, ignorable=True),
-                        Field("replication_factor", "ReplicationFactor", "int16", V(5), default=-1, ignorable=True),
-                        Field(
-                            "configs",
-                            "Configs",
-                            "[]CreatableTopicConfigs",
-                            V(5),
-                            nullable=V(5),
-                            default=[],
-                            ignorable=True,
-                            struct=Struct(
-                                CreateTopicsResponse.CreatableTopicConfigs,
-                                (
-                                    Field("name", "Name", "string", V(5), default=""),
-                                    Field("value", "Value", "string", V(5), nullable=V(5), default=""),
-                                    Field("read_only", "ReadOnly", "bool", V(5), default=False),
-                                    Field("config_source", "ConfigSource", "int8", V(5), default=-1, ignorable=True),
-                                    Field("is_sensitive", "IsSensitive", "bool", V(5), default=False),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(CreateTopicsResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(2), default=0, ignorable=True),
+        Field('topics', 'Topics', '[]CreatableTopicResult', V(0), default=[], struct=Struct(CreateTopicsResponse.CreatableTopicResult, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('topic_id', 'TopicId', 'uuid', V(7), default=NULL_UUID, ignorable=True),
+            Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+            Field('error_message', 'ErrorMessage', 'string', V(1), nullable=V(0), default='', ignorable=True),
+            Field('topic_config_error_code', 'TopicConfigErrorCode', 'int16', V(5), tagged=V(5), tag=0, default=0, ignorable=True),
+            Field('num_partitions', 'NumPartitions', 'int32', V(5), default=-1, ignorable=True),
+            Field('replication_factor', 'ReplicationFactor', 'int16', V(5), default=-1, ignorable=True),
+            Field('configs', 'Configs', '[]CreatableTopicConfigs', V(5), nullable=V(5), default=[], ignorable=True, struct=Struct(CreateTopicsResponse.CreatableTopicConfigs, (
+                Field('name', 'Name', 'string', V(5), default=''),
+                Field('value', 'Value', 'string', V(5), nullable=V(5), default=''),
+                Field('read_only', 'ReadOnly', 'bool', V(5), default=False),
+                Field('config_source', 'ConfigSource', 'int8', V(5), default=-1, ignorable=True),
+                Field('is_sensitive', 'IsSensitive', 'bool', V(5), default=False),
+            ))),
+        ))),
+    )),
 )

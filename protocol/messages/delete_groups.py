@@ -25,12 +25,14 @@ class DeleteGroupsRequest:
 
 
 DeleteGroupsRequest.SPEC = Message(
-    name="DeleteGroupsRequest",
-    kind="request",
+    name='DeleteGroupsRequest',
+    kind='request',
     api_key=42,
     valid=V(0, 2),
     flexible=V(2),
-    struct=Struct(DeleteGroupsRequest, (Field("groups_names", "GroupsNames", "[]string", V(0), default=[]),)),
+    struct=Struct(DeleteGroupsRequest, (
+        Field('groups_names', 'GroupsNames', '[]string', V(0), default=[]),
+    )),
 )
 
 
@@ -43,7 +45,7 @@ class DeleteGroupsResponse:
     @dataclass(slots=True)
     class DeletableGroupResult:
         #: The group id
-        group_id: str = ""
+        group_id: str = ''
         #: The deletion error, or 0 if the deletion succeeded.
         error_code: int = 0
 
@@ -55,29 +57,16 @@ class DeleteGroupsResponse:
 
 
 DeleteGroupsResponse.SPEC = Message(
-    name="DeleteGroupsResponse",
-    kind="response",
+    name='DeleteGroupsResponse',
+    kind='response',
     api_key=42,
     valid=V(0, 2),
     flexible=V(2),
-    struct=Struct(
-        DeleteGroupsResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(0), default=0),
-            Field(
-                "results",
-                "Results",
-                "[]DeletableGroupResult",
-                V(0),
-                default=[],
-                struct=Struct(
-                    DeleteGroupsResponse.DeletableGroupResult,
-                    (
-                        Field("group_id", "GroupId", "string", V(0), default=""),
-                        Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(DeleteGroupsResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0), default=0),
+        Field('results', 'Results', '[]DeletableGroupResult', V(0), default=[], struct=Struct(DeleteGroupsResponse.DeletableGroupResult, (
+            Field('group_id', 'GroupId', 'string', V(0), default=''),
+            Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+        ))),
+    )),
 )

@@ -38,32 +38,19 @@ class DeleteTopicsRequest:
 
 
 DeleteTopicsRequest.SPEC = Message(
-    name="DeleteTopicsRequest",
-    kind="request",
+    name='DeleteTopicsRequest',
+    kind='request',
     api_key=20,
     valid=V(0, 6),
     flexible=V(4),
-    struct=Struct(
-        DeleteTopicsRequest,
-        (
-            Field(
-                "topics",
-                "Topics",
-                "[]DeleteTopicState",
-                V(6),
-                default=[],
-                struct=Struct(
-                    DeleteTopicsRequest.DeleteTopicState,
-                    (
-                        Field("name", "Name", "string", V(6), nullable=V(6)),
-                        Field("topic_id", "TopicId", "uuid", V(6), default=NULL_UUID),
-                    ),
-                ),
-            ),
-            Field("topic_names", "TopicNames", "[]string", V(0, 5), default=[], ignorable=True),
-            Field("timeout_ms", "TimeoutMs", "int32", V(0), default=0),
-        ),
-    ),
+    struct=Struct(DeleteTopicsRequest, (
+        Field('topics', 'Topics', '[]DeleteTopicState', V(6), default=[], struct=Struct(DeleteTopicsRequest.DeleteTopicState, (
+            Field('name', 'Name', 'string', V(6), nullable=V(6)),
+            Field('topic_id', 'TopicId', 'uuid', V(6), default=NULL_UUID),
+        ))),
+        Field('topic_names', 'TopicNames', '[]string', V(0, 5), default=[], ignorable=True),
+        Field('timeout_ms', 'TimeoutMs', 'int32', V(0), default=0),
+    )),
 )
 
 
@@ -76,7 +63,7 @@ class DeleteTopicsResponse:
     @dataclass(slots=True)
     class DeletableTopicResult:
         #: The topic name
-        name: str | None = ""
+        name: str | None = ''
         #: the unique topic ID
         topic_id: uuid.UUID = NULL_UUID
         #: The deletion error, or 0 if the deletion succeeded.
@@ -92,31 +79,18 @@ class DeleteTopicsResponse:
 
 
 DeleteTopicsResponse.SPEC = Message(
-    name="DeleteTopicsResponse",
-    kind="response",
+    name='DeleteTopicsResponse',
+    kind='response',
     api_key=20,
     valid=V(0, 6),
     flexible=V(4),
-    struct=Struct(
-        DeleteTopicsResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(1), default=0, ignorable=True),
-            Field(
-                "responses",
-                "Responses",
-                "[]DeletableTopicResult",
-                V(0),
-                default=[],
-                struct=Struct(
-                    DeleteTopicsResponse.DeletableTopicResult,
-                    (
-                        Field("name", "Name", "string", V(0), nullable=V(6), default=""),
-                        Field("topic_id", "TopicId", "uuid", V(6), default=NULL_UUID, ignorable=True),
-                        Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                        Field("error_message", "ErrorMessage", "string", V(5), nullable=V(5), ignorable=True),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(DeleteTopicsResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1), default=0, ignorable=True),
+        Field('responses', 'Responses', '[]DeletableTopicResult', V(0), default=[], struct=Struct(DeleteTopicsResponse.DeletableTopicResult, (
+            Field('name', 'Name', 'string', V(0), nullable=V(6), default=''),
+            Field('topic_id', 'TopicId', 'uuid', V(6), default=NULL_UUID, ignorable=True),
+            Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+            Field('error_message', 'ErrorMessage', 'string', V(5), nullable=V(5), ignorable=True),
+        ))),
+    )),
 )

@@ -25,7 +25,7 @@ class DescribeConfigsRequest:
         #: The resource type.
         resource_type: int = 0
         #: The resource name.
-        resource_name: str = ""
+        resource_name: str = ''
         #: The configuration keys to list, or null to list all configuration keys.
         configuration_keys: list[str] | None = field(default_factory=list)
 
@@ -38,33 +38,20 @@ class DescribeConfigsRequest:
 
 
 DescribeConfigsRequest.SPEC = Message(
-    name="DescribeConfigsRequest",
-    kind="request",
+    name='DescribeConfigsRequest',
+    kind='request',
     api_key=32,
     valid=V(0, 4),
     flexible=V(4),
-    struct=Struct(
-        DescribeConfigsRequest,
-        (
-            Field(
-                "resources",
-                "Resources",
-                "[]DescribeConfigsResource",
-                V(0),
-                default=[],
-                struct=Struct(
-                    DescribeConfigsRequest.DescribeConfigsResource,
-                    (
-                        Field("resource_type", "ResourceType", "int8", V(0), default=0),
-                        Field("resource_name", "ResourceName", "string", V(0), default=""),
-                        Field("configuration_keys", "ConfigurationKeys", "[]string", V(0), nullable=V(0), default=[]),
-                    ),
-                ),
-            ),
-            Field("include_synonyms", "IncludeSynonyms", "bool", V(1), default=False),
-            Field("include_documentation", "IncludeDocumentation", "bool", V(3), default=False),
-        ),
-    ),
+    struct=Struct(DescribeConfigsRequest, (
+        Field('resources', 'Resources', '[]DescribeConfigsResource', V(0), default=[], struct=Struct(DescribeConfigsRequest.DescribeConfigsResource, (
+            Field('resource_type', 'ResourceType', 'int8', V(0), default=0),
+            Field('resource_name', 'ResourceName', 'string', V(0), default=''),
+            Field('configuration_keys', 'ConfigurationKeys', '[]string', V(0), nullable=V(0), default=[]),
+        ))),
+        Field('include_synonyms', 'IncludeSynonyms', 'bool', V(1), default=False),
+        Field('include_documentation', 'IncludeDocumentation', 'bool', V(3), default=False),
+    )),
 )
 
 
@@ -79,20 +66,20 @@ class DescribeConfigsResponse:
         #: The error code, or 0 if we were able to successfully describe the configurations.
         error_code: int = 0
         #: The error message, or null if we were able to successfully describe the configurations.
-        error_message: str | None = ""
+        error_message: str | None = ''
         #: The resource type.
         resource_type: int = 0
         #: The resource name.
-        resource_name: str = ""
+        resource_name: str = ''
         #: Each listed configuration.
         configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult] = field(default_factory=list)
 
     @dataclass(slots=True)
     class DescribeConfigsResourceResult:
         #: The configuration name.
-        name: str = ""
+        name: str = ''
         #: The configuration value.
-        value: str | None = ""
+        value: str | None = ''
         #: True if the configuration is read-only.
         read_only: bool = False
         #: True if the configuration is not set.
@@ -107,14 +94,14 @@ class DescribeConfigsResponse:
         #: INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD
         config_type: int = 0
         #: The configuration documentation.
-        documentation: str | None = ""
+        documentation: str | None = ''
 
     @dataclass(slots=True)
     class DescribeConfigsSynonym:
         #: The synonym name.
-        name: str = ""
+        name: str = ''
         #: The synonym value.
-        value: str | None = ""
+        value: str | None = ''
         #: The synonym source.
         source: int = 0
 
@@ -126,75 +113,33 @@ class DescribeConfigsResponse:
 
 
 DescribeConfigsResponse.SPEC = Message(
-    name="DescribeConfigsResponse",
-    kind="response",
+    name='DescribeConfigsResponse',
+    kind='response',
     api_key=32,
     valid=V(0, 4),
     flexible=V(4),
-    struct=Struct(
-        DescribeConfigsResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(0), default=0),
-            Field(
-                "results",
-                "Results",
-                "[]DescribeConfigsResult",
-                V(0),
-                default=[],
-                struct=Struct(
-                    DescribeConfigsResponse.DescribeConfigsResult,
-                    (
-                        Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                        Field("error_message", "ErrorMessage", "string", V(0), nullable=V(0), default=""),
-                        Field("resource_type", "ResourceType", "int8", V(0), default=0),
-                        Field("resource_name", "ResourceName", "string", V(0), default=""),
-                        Field(
-                            "configs",
-                            "Configs",
-                            "[]DescribeConfigsResourceResult",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                DescribeConfigsResponse.DescribeConfigsResourceResult,
-                                (
-                                    Field("name", "Name", "string", V(0), default=""),
-                                    Field("value", "Value", "string", V(0), nullable=V(0), default=""),
-                                    Field("read_only", "ReadOnly", "bool", V(0), default=False),
-                                    Field("is_default", "IsDefault", "bool", V(0, 0), default=False),
-                                    Field("config_source", "ConfigSource", "int8", V(1), default=-1, ignorable=True),
-                                    Field("is_sensitive", "IsSensitive", "bool", V(0), default=False),
-                                    Field(
-                                        "synonyms",
-                                        "Synonyms",
-                                        "[]DescribeConfigsSynonym",
-                                        V(1),
-                                        default=[],
-                                        ignorable=True,
-                                        struct=Struct(
-                                            DescribeConfigsResponse.DescribeConfigsSynonym,
-                                            (
-                                                Field("name", "Name", "string", V(1), default=""),
-                                                Field("value", "Value", "string", V(1), nullable=V(0), default=""),
-                                                Field("source", "Source", "int8", V(1), default=0),
-                                            ),
-                                        ),
-                                    ),
-                                    Field("config_type", "ConfigType", "int8", V(3), default=0, ignorable=True),
-                                    Field(
-                                        "documentation",
-                                        "Documentation",
-                                        "string",
-                                        V(3),
-                                        nullable=V(0),
-                                        default="",
-                                        ignorable=True,
-                                    ),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(DescribeConfigsResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0), default=0),
+        Field('results', 'Results', '[]DescribeConfigsResult', V(0), default=[], struct=Struct(DescribeConfigsResponse.DescribeConfigsResult, (
+            Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+            Field('error_message', 'ErrorMessage', 'string', V(0), nullable=V(0), default=''),
+            Field('resource_type', 'ResourceType', 'int8', V(0), default=0),
+            Field('resource_name', 'ResourceName', 'string', V(0), default=''),
+            Field('configs', 'Configs', '[]DescribeConfigsResourceResult', V(0), default=[], struct=Struct(DescribeConfigsResponse.DescribeConfigsResourceResult, (
+                Field('name', 'Name', 'string', V(0), default=''),
+                Field('value', 'Value', 'string', V(0), nullable=V(0), default=''),
+                Field('read_only', 'ReadOnly', 'bool', V(0), default=False),
+                Field('is_default', 'IsDefault', 'bool', V(0, 0), default=False),
+                Field('config_source', 'ConfigSource', 'int8', V(1), default=-1, ignorable=True),
+                Field('is_sensitive', 'IsSensitive', 'bool', V(0), default=False),
+                Field('synonyms', 'Synonyms', '[]DescribeConfigsSynonym', V(1), default=[], ignorable=True, struct=Struct(DescribeConfigsResponse.DescribeConfigsSynonym, (
+                    Field('name', 'Name', 'string', V(1), default=''),
+                    Field('value', 'Value', 'string', V(1), nullable=V(0), default=''),
+                    Field('source', 'Source', 'int8', V(1), default=0),
+                ))),
+                Field('config_type', 'ConfigType', 'int8', V(3), default=0, ignorable=True),
+                Field('documentation', 'Documentation', 'string', V(3), nullable=V(0), default='', ignorable=True),
+            ))),
+        ))),
+    )),
 )

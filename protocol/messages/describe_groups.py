@@ -27,18 +27,15 @@ class DescribeGroupsRequest:
 
 
 DescribeGroupsRequest.SPEC = Message(
-    name="DescribeGroupsRequest",
-    kind="request",
+    name='DescribeGroupsRequest',
+    kind='request',
     api_key=15,
     valid=V(0, 5),
     flexible=V(5),
-    struct=Struct(
-        DescribeGroupsRequest,
-        (
-            Field("groups", "Groups", "[]string", V(0), default=[]),
-            Field("include_authorized_operations", "IncludeAuthorizedOperations", "bool", V(3), default=False),
-        ),
-    ),
+    struct=Struct(DescribeGroupsRequest, (
+        Field('groups', 'Groups', '[]string', V(0), default=[]),
+        Field('include_authorized_operations', 'IncludeAuthorizedOperations', 'bool', V(3), default=False),
+    )),
 )
 
 
@@ -53,13 +50,13 @@ class DescribeGroupsResponse:
         #: The describe error, or 0 if there was no error.
         error_code: int = 0
         #: The group ID string.
-        group_id: str = ""
+        group_id: str = ''
         #: The group state string, or the empty string.
-        group_state: str = ""
+        group_state: str = ''
         #: The group protocol type, or the empty string.
-        protocol_type: str = ""
+        protocol_type: str = ''
         #: The group protocol data, or the empty string.
-        protocol_data: str = ""
+        protocol_data: str = ''
         #: The group members.
         members: list[DescribeGroupsResponse.DescribedGroupMember] = field(default_factory=list)
         #: 32-bit bitfield to represent authorized operations for this group.
@@ -68,13 +65,13 @@ class DescribeGroupsResponse:
     @dataclass(slots=True)
     class DescribedGroupMember:
         #: The member ID assigned by the group coordinator.
-        member_id: str = ""
+        member_id: str = ''
         #: The unique identifier of the consumer instance provided by end user.
         group_instance_id: str | None = None
         #: The client ID used in the member's latest join group request.
-        client_id: str = ""
+        client_id: str = ''
         #: The client host.
-        client_host: str = ""
+        client_host: str = ''
         #: The metadata corresponding to the current group protocol in use.
         member_metadata: bytes = b""
         #: The current assignment provided by the group leader.
@@ -88,58 +85,28 @@ class DescribeGroupsResponse:
 
 
 DescribeGroupsResponse.SPEC = Message(
-    name="DescribeGroupsResponse",
-    kind="response",
+    name='DescribeGroupsResponse',
+    kind='response',
     api_key=15,
     valid=V(0, 5),
     flexible=V(5),
-    struct=Struct(
-        DescribeGroupsResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(1), default=0, ignorable=True),
-            Field(
-                "groups",
-                "Groups",
-                "[]DescribedGroup",
-                V(0),
-                default=[],
-                struct=Struct(
-                    DescribeGroupsResponse.DescribedGroup,
-                    (
-                        Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                        Field("group_id", "GroupId", "string", V(0), default=""),
-                        Field("group_state", "GroupState", "string", V(0), default=""),
-                        Field("protocol_type", "ProtocolType", "string", V(0), default=""),
-                        Field("protocol_data", "ProtocolData", "string", V(0), default=""),
-                        Field(
-                            "members",
-                            "Members",
-                            "[]DescribedGroupMember",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                DescribeGroupsResponse.DescribedGroupMember,
-                                (
-                                    Field("member_id", "MemberId", "string", V(0), default=""),
-                                    Field(
-                                        "group_instance_id",
-                                        "GroupInstanceId",
-                                        "string",
-                                        V(4),
-                                        nullable=V(4),
-                                        ignorable=True,
-                                    ),
-                                    Field("client_id", "ClientId", "string", V(0), default=""),
-                                    Field("client_host", "ClientHost", "string", V(0), default=""),
-                                    Field("member_metadata", "MemberMetadata", "bytes", V(0), default=b""),
-                                    Field("member_assignment", "MemberAssignment", "bytes", V(0), default=b""),
-                                ),
-                            ),
-                        ),
-                        Field("authorized_operations", "AuthorizedOperations", "int32", V(3), default=-2147483648),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(DescribeGroupsResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1), default=0, ignorable=True),
+        Field('groups', 'Groups', '[]DescribedGroup', V(0), default=[], struct=Struct(DescribeGroupsResponse.DescribedGroup, (
+            Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+            Field('group_id', 'GroupId', 'string', V(0), default=''),
+            Field('group_state', 'GroupState', 'string', V(0), default=''),
+            Field('protocol_type', 'ProtocolType', 'string', V(0), default=''),
+            Field('protocol_data', 'ProtocolData', 'string', V(0), default=''),
+            Field('members', 'Members', '[]DescribedGroupMember', V(0), default=[], struct=Struct(DescribeGroupsResponse.DescribedGroupMember, (
+                Field('member_id', 'MemberId', 'string', V(0), default=''),
+                Field('group_instance_id', 'GroupInstanceId', 'string', V(4), nullable=V(4), ignorable=True),
+                Field('client_id', 'ClientId', 'string', V(0), default=''),
+                Field('client_host', 'ClientHost', 'string', V(0), default=''),
+                Field('member_metadata', 'MemberMetadata', 'bytes', V(0), default=b""),
+                Field('member_assignment', 'MemberAssignment', 'bytes', V(0), default=b""),
+            ))),
+            Field('authorized_operations', 'AuthorizedOperations', 'int32', V(3), default=-2147483648),
+        ))),
+    )),
 )

@@ -23,7 +23,7 @@ class DescribeLogDirsRequest:
     @dataclass(slots=True)
     class DescribableLogDirTopic:
         #: The topic name
-        topic: str = ""
+        topic: str = ''
         #: The partition indexes.
         partitions: list[int] = field(default_factory=list)
 
@@ -32,31 +32,17 @@ class DescribeLogDirsRequest:
 
 
 DescribeLogDirsRequest.SPEC = Message(
-    name="DescribeLogDirsRequest",
-    kind="request",
+    name='DescribeLogDirsRequest',
+    kind='request',
     api_key=35,
     valid=V(0, 4),
     flexible=V(2),
-    struct=Struct(
-        DescribeLogDirsRequest,
-        (
-            Field(
-                "topics",
-                "Topics",
-                "[]DescribableLogDirTopic",
-                V(0),
-                nullable=V(0),
-                default=[],
-                struct=Struct(
-                    DescribeLogDirsRequest.DescribableLogDirTopic,
-                    (
-                        Field("topic", "Topic", "string", V(0), default=""),
-                        Field("partitions", "Partitions", "[]int32", V(0), default=[]),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(DescribeLogDirsRequest, (
+        Field('topics', 'Topics', '[]DescribableLogDirTopic', V(0), nullable=V(0), default=[], struct=Struct(DescribeLogDirsRequest.DescribableLogDirTopic, (
+            Field('topic', 'Topic', 'string', V(0), default=''),
+            Field('partitions', 'Partitions', '[]int32', V(0), default=[]),
+        ))),
+    )),
 )
 
 
@@ -71,7 +57,7 @@ class DescribeLogDirsResponse:
         #: The error code, or 0 if there was no error.
         error_code: int = 0
         #: The absolute log directory path.
-        log_dir: str = ""
+        log_dir: str = ''
         #: Each topic.
         topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = field(default_factory=list)
         #: The total size in bytes of the volume the log directory is in.
@@ -82,7 +68,7 @@ class DescribeLogDirsResponse:
     @dataclass(slots=True)
     class DescribeLogDirsTopic:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition] = field(default_factory=list)
 
     @dataclass(slots=True)
@@ -108,61 +94,28 @@ class DescribeLogDirsResponse:
 
 
 DescribeLogDirsResponse.SPEC = Message(
-    name="DescribeLogDirsResponse",
-    kind="response",
+    name='DescribeLogDirsResponse',
+    kind='response',
     api_key=35,
     valid=V(0, 4),
     flexible=V(2),
-    struct=Struct(
-        DescribeLogDirsResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(0), default=0),
-            Field("error_code", "ErrorCode", "int16", V(3), default=0, ignorable=True),
-            Field(
-                "results",
-                "Results",
-                "[]DescribeLogDirsResult",
-                V(0),
-                default=[],
-                struct=Struct(
-                    DescribeLogDirsResponse.DescribeLogDirsResult,
-                    (
-                        Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                        Field("log_dir", "LogDir", "string", V(0), default=""),
-                        Field(
-                            "topics",
-                            "Topics",
-                            "[]DescribeLogDirsTopic",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                DescribeLogDirsResponse.DescribeLogDirsTopic,
-                                (
-                                    Field("name", "Name", "string", V(0), default=""),
-                                    Field(
-                                        "partitions",
-                                        "Partitions",
-                                        "[]DescribeLogDirsPartition",
-                                        V(0),
-                                        default=[],
-                                        struct=Struct(
-                                            DescribeLogDirsResponse.DescribeLogDirsPartition,
-                                            (
-                                                Field("partition_index", "PartitionIndex", "int32", V(0), default=0),
-                                                Field("partition_size", "PartitionSize", "int64", V(0), default=0),
-                                                Field("offset_lag", "OffsetLag", "int64", V(0), default=0),
-                                                Field("is_future_key", "IsFutureKey", "bool", V(0), default=False),
-                                            ),
-                                        ),
-                                    ),
-                                ),
-                            ),
-                        ),
-                        Field("total_bytes", "TotalBytes", "int64", V(4), default=-1, ignorable=True),
-                        Field("usable_bytes", "UsableBytes", "int64", V(4), default=-1, ignorable=True),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(DescribeLogDirsResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0), default=0),
+        Field('error_code', 'ErrorCode', 'int16', V(3), default=0, ignorable=True),
+        Field('results', 'Results', '[]DescribeLogDirsResult', V(0), default=[], struct=Struct(DescribeLogDirsResponse.DescribeLogDirsResult, (
+            Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+            Field('log_dir', 'LogDir', 'string', V(0), default=''),
+            Field('topics', 'Topics', '[]DescribeLogDirsTopic', V(0), default=[], struct=Struct(DescribeLogDirsResponse.DescribeLogDirsTopic, (
+                Field('name', 'Name', 'string', V(0), default=''),
+                Field('partitions', 'Partitions', '[]DescribeLogDirsPartition', V(0), default=[], struct=Struct(DescribeLogDirsResponse.DescribeLogDirsPartition, (
+                    Field('partition_index', 'PartitionIndex', 'int32', V(0), default=0),
+                    Field('partition_size', 'PartitionSize', 'int64', V(0), default=0),
+                    Field('offset_lag', 'OffsetLag', 'int64', V(0), default=0),
+                    Field('is_future_key', 'IsFutureKey', 'bool', V(0), default=False),
+                ))),
+            ))),
+            Field('total_bytes', 'TotalBytes', 'int64', V(4), default=-1, ignorable=True),
+            Field('usable_bytes', 'UsableBytes', 'int64', V(4), default=-1, ignorable=True),
+        ))),
+    )),
 )

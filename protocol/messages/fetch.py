@@ -32,7 +32,7 @@ class FetchRequest:
     @dataclass(slots=True)
     class FetchTopic:
         #: The name of the topic to fetch.
-        topic: str = ""
+        topic: str = ''
         #: The unique topic ID
         topic_id: uuid.UUID = NULL_UUID
         #: The partitions to fetch.
@@ -60,7 +60,7 @@ class FetchRequest:
     @dataclass(slots=True)
     class ForgottenTopic:
         #: The topic name.
-        topic: str = ""
+        topic: str = ''
         #: The unique topic ID
         topic_id: uuid.UUID = NULL_UUID
         #: The partitions indexes to forget.
@@ -94,110 +94,48 @@ class FetchRequest:
     #: In an incremental fetch request, the partitions to remove.
     forgotten_topics_data: list[FetchRequest.ForgottenTopic] = field(default_factory=list)
     #: Rack ID of the consumer making this request
-    rack_id: str = ""
+    rack_id: str = ''
 
 
 FetchRequest.SPEC = Message(
-    name="FetchRequest",
-    kind="request",
+    name='FetchRequest',
+    kind='request',
     api_key=1,
     valid=V(0, 17),
     flexible=V(12),
-    struct=Struct(
-        FetchRequest,
-        (
-            Field("cluster_id", "ClusterId", "string", V(12), nullable=V(12), tagged=V(12), tag=0, ignorable=True),
-            Field("replica_id", "ReplicaId", "int32", V(0, 14), default=-1),
-            Field(
-                "replica_state",
-                "ReplicaState",
-                "ReplicaState",
-                V(15),
-                tagged=V(15),
-                tag=1,
-                struct=Struct(
-                    FetchRequest.ReplicaState,
-                    (
-                        Field("replica_id", "ReplicaId", "int32", V(15), default=-1),
-                        Field("replica_epoch", "ReplicaEpoch", "int64", V(15), default=-1),
-                    ),
-                ),
-            ),
-            Field("max_wait_ms", "MaxWaitMs", "int32", V(0), default=0),
-            Field("min_bytes", "MinBytes", "int32", V(0), default=0),
-            Field("max_bytes", "MaxBytes", "int32", V(3), default=2147483647, ignorable=True),
-            Field("isolation_level", "IsolationLevel", "int8", V(4), default=0, ignorable=True),
-            Field("session_id", "SessionId", "int32", V(7), default=0, ignorable=True),
-            Field("session_epoch", "SessionEpoch", "int32", V(7), default=-1, ignorable=True),
-            Field(
-                "topics",
-                "Topics",
-                "[]FetchTopic",
-                V(0),
-                default=[],
-                struct=Struct(
-                    FetchRequest.FetchTopic,
-                    (
-                        Field("topic", "Topic", "string", V(0, 12), default="", ignorable=True),
-                        Field("topic_id", "TopicId", "uuid", V(13), default=NULL_UUID, ignorable=True),
-                        Field(
-                            "partitions",
-                            "Partitions",
-                            "[]FetchPartition",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                FetchRequest.FetchPartition,
-                                (
-                                    Field("partition", "Partition", "int32", V(0), default=0),
-                                    Field(
-                                        "current_leader_epoch",
-                                        "CurrentLeaderEpoch",
-                                        "int32",
-                                        V(9),
-                                        default=-1,
-                                        ignorable=True,
-                                    ),
-                                    Field("fetch_offset", "FetchOffset", "int64", V(0), default=0),
-                                    Field("last_fetched_epoch", "LastFetchedEpoch", "int32", V(12), default=-1),
-                                    Field(
-                                        "log_start_offset", "LogStartOffset", "int64", V(5), default=-1, ignorable=True
-                                    ),
-                                    Field("partition_max_bytes", "PartitionMaxBytes", "int32", V(0), default=0),
-                                    Field(
-                                        "replica_directory_id",
-                                        "ReplicaDirectoryId",
-                                        "uuid",
-                                        V(17),
-                                        tagged=V(17),
-                                        tag=0,
-                                        default=NULL_UUID,
-                                        ignorable=True,
-                                    ),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-            Field(
-                "forgotten_topics_data",
-                "ForgottenTopicsData",
-                "[]ForgottenTopic",
-                V(7),
-                default=[],
-                struct=Struct(
-                    FetchRequest.ForgottenTopic,
-                    (
-                        Field("topic", "Topic", "string", V(7, 12), default="", ignorable=True),
-                        Field("topic_id", "TopicId", "uuid", V(13), default=NULL_UUID, ignorable=True),
-                        Field("partitions", "Partitions", "[]int32", V(7), default=[]),
-                    ),
-                ),
-            ),
-            Field("rack_id", "RackId", "string", V(11), default="", ignorable=True),
-        ),
-    ),
+    struct=Struct(FetchRequest, (
+        Field('cluster_id', 'ClusterId', 'string', V(12), nullable=V(12), tagged=V(12), tag=0, ignorable=True),
+        Field('replica_id', 'ReplicaId', 'int32', V(0, 14), default=-1),
+        Field('replica_state', 'ReplicaState', 'ReplicaState', V(15), tagged=V(15), tag=1, struct=Struct(FetchRequest.ReplicaState, (
+            Field('replica_id', 'ReplicaId', 'int32', V(15), default=-1),
+            Field('replica_epoch', 'ReplicaEpoch', 'int64', V(15), default=-1),
+        ))),
+        Field('max_wait_ms', 'MaxWaitMs', 'int32', V(0), default=0),
+        Field('min_bytes', 'MinBytes', 'int32', V(0), default=0),
+        Field('max_bytes', 'MaxBytes', 'int32', V(3), default=2147483647, ignorable=True),
+        Field('isolation_level', 'IsolationLevel', 'int8', V(4), default=0, ignorable=True),
+        Field('session_id', 'SessionId', 'int32', V(7), default=0, ignorable=True),
+        Field('session_epoch', 'SessionEpoch', 'int32', V(7), default=-1, ignorable=True),
+        Field('topics', 'Topics', '[]FetchTopic', V(0), default=[], struct=Struct(FetchRequest.FetchTopic, (
+            Field('topic', 'Topic', 'string', V(0, 12), default='', ignorable=True),
+            Field('topic_id', 'TopicId', 'uuid', V(13), default=NULL_UUID, ignorable=True),
+            Field('partitions', 'Partitions', '[]FetchPartition', V(0), default=[], struct=Struct(FetchRequest.FetchPartition, (
+                Field('partition', 'Partition', 'int32', V(0), default=0),
+                Field('current_leader_epoch', 'CurrentLeaderEpoch', 'int32', V(9), default=-1, ignorable=True),
+                Field('fetch_offset', 'FetchOffset', 'int64', V(0), default=0),
+                Field('last_fetched_epoch', 'LastFetchedEpoch', 'int32', V(12), default=-1),
+                Field('log_start_offset', 'LogStartOffset', 'int64', V(5), default=-1, ignorable=True),
+                Field('partition_max_bytes', 'PartitionMaxBytes', 'int32', V(0), default=0),
+                Field('replica_directory_id', 'ReplicaDirectoryId', 'uuid', V(17), tagged=V(17), tag=0, default=NULL_UUID, ignorable=True),
+            ))),
+        ))),
+        Field('forgotten_topics_data', 'ForgottenTopicsData', '[]ForgottenTopic', V(7), default=[], struct=Struct(FetchRequest.ForgottenTopic, (
+            Field('topic', 'Topic', 'string', V(7, 12), default='', ignorable=True),
+            Field('topic_id', 'TopicId', 'uuid', V(13), default=NULL_UUID, ignorable=True),
+            Field('partitions', 'Partitions', '[]int32', V(7), default=[]),
+        ))),
+        Field('rack_id', 'RackId', 'string', V(11), default='', ignorable=True),
+    )),
 )
 
 
@@ -210,7 +148,7 @@ class FetchResponse:
     @dataclass(slots=True)
     class FetchableTopicResponse:
         #: The topic name.
-        topic: str = ""
+        topic: str = ''
         #: The unique topic ID
         topic_id: uuid.UUID = NULL_UUID
         #: The topic partitions.
@@ -274,7 +212,7 @@ class FetchResponse:
         #: The ID of the associated node.
         node_id: int = 0
         #: The node's hostname.
-        host: str = ""
+        host: str = ''
         #: The node's port.
         port: int = 0
         #: The rack of the node, or null if it has not been assigned to a rack.
@@ -295,138 +233,49 @@ class FetchResponse:
 
 
 FetchResponse.SPEC = Message(
-    name="FetchResponse",
-    kind="response",
+    name='FetchResponse',
+    kind='response',
     api_key=1,
     valid=V(0, 17),
     flexible=V(12),
-    struct=Struct(
-        FetchResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(1), default=0, ignorable=True),
-            Field("error_code", "ErrorCode", "int16", V(7), default=0, ignorable=True),
-            Field("session_id", "SessionId", "int32", V(7), default=0),
-            Field(
-                "responses",
-                "Responses",
-                "[]FetchableTopicResponse",
-                V(0),
-                default=[],
-                struct=Struct(
-                    FetchResponse.FetchableTopicResponse,
-                    (
-                        Field("topic", "Topic", "string", V(0, 12), default="", ignorable=True),
-                        Field("topic_id", "TopicId", "uuid", V(13), default=NULL_UUID, ignorable=True),
-                        Field(
-                            "partitions",
-                            "Partitions",
-                            "[]PartitionData",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                FetchResponse.PartitionData,
-                                (
-                                    Field("partition_index", "PartitionIndex", "int32", V(0), default=0),
-                                    Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                                    Field("high_watermark", "HighWatermark", "int64", V(0), default=0),
-                                    Field(
-                                        "last_stable_offset",
-                                        "LastStableOffset",
-                                        "int64",
-                                        V(4),
-                                        default=-1,
-                                        ignorable=True,
-                                    ),
-                                    Field(
-                                        "log_start_offset", "LogStartOffset", "int64", V(5), default=-1, ignorable=True
-                                    ),
-                                    Field(
-                                        "diverging_epoch",
-                                        "DivergingEpoch",
-                                        "EpochEndOffset",
-                                        V(12),
-                                        tagged=V(12),
-                                        tag=0,
-                                        struct=Struct(
-                                            FetchResponse.EpochEndOffset,
-                                            (
-                                                Field("epoch", "Epoch", "int32", V(12), default=-1),
-                                                Field("end_offset", "EndOffset", "int64", V(12), default=-1),
-                                            ),
-                                        ),
-                                    ),
-                                    Field(
-                                        "current_leader",
-                                        "CurrentLeader",
-                                        "LeaderIdAndEpoch",
-                                        V(12),
-                                        tagged=V(12),
-                                        tag=1,
-                                        struct=Struct(
-                                            FetchResponse.LeaderIdAndEpoch,
-                                            (
-                                                Field("leader_id", "LeaderId", "int32", V(12), default=-1),
-                                                Field("leader_epoch", "LeaderEpoch", "int32", V(12), default=-1),
-                                            ),
-                                        ),
-                                    ),
-                                    Field(
-                                        "snapshot_id",
-                                        "SnapshotId",
-                                        "SnapshotId",
-                                        V(12),
-                                        tagged=V(12),
-                                        tag=2,
-                                        struct=Struct(
-                                            FetchResponse.SnapshotId,
-                                            (
-                                                Field("end_offset", "EndOffset", "int64", V(0), default=-1),
-                                                Field("epoch", "Epoch", "int32", V(0), default=-1),
-                                            ),
-                                        ),
-                                    ),
-                                    Field(
-                                        "aborted_transactions",
-                                        "AbortedTransactions",
-                                        "[]AbortedTransaction",
-                                        V(4),
-                                        nullable=V(4),
-                                        default=[],
-                                        ignorable=True,
-                                        struct=Struct(
-                                            FetchResponse.AbortedTransaction,
-                                            (
-                                                Field("producer_id", "ProducerId", "int64", V(4), default=0),
-                                                Field("first_offset", "FirstOffset", "int64", V(4), default=0),
-                                            ),
-                                        ),
-                                    ),
-                                    Field("preferred_read_replica", "PreferredReadReplica", "int32", V(11), default=-1),
-                                    Field("records", "Records", "records", V(0), nullable=V(0), default=b""),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-            Field(
-                "node_endpoints",
-                "NodeEndpoints",
-                "[]NodeEndpoint",
-                V(16),
-                tagged=V(16),
-                tag=0,
-                default=[],
-                struct=Struct(
-                    FetchResponse.NodeEndpoint,
-                    (
-                        Field("node_id", "NodeId", "int32", V(16), default=0),
-                        Field("host", "Host", "string", V(16), default=""),
-                        Field("port", "Port", "int32", V(16), default=0),
-                        Field("rack", "Rack", "string", V(16), nullable=V(16)),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(FetchResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1), default=0, ignorable=True),
+        Field('error_code', 'ErrorCode', 'int16', V(7), default=0, ignorable=True),
+        Field('session_id', 'SessionId', 'int32', V(7), default=0),
+        Field('responses', 'Responses', '[]FetchableTopicResponse', V(0), default=[], struct=Struct(FetchResponse.FetchableTopicResponse, (
+            Field('topic', 'Topic', 'string', V(0, 12), default='', ignorable=True),
+            Field('topic_id', 'TopicId', 'uuid', V(13), default=NULL_UUID, ignorable=True),
+            Field('partitions', 'Partitions', '[]PartitionData', V(0), default=[], struct=Struct(FetchResponse.PartitionData, (
+                Field('partition_index', 'PartitionIndex', 'int32', V(0), default=0),
+                Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+                Field('high_watermark', 'HighWatermark', 'int64', V(0), default=0),
+                Field('last_stable_offset', 'LastStableOffset', 'int64', V(4), default=-1, ignorable=True),
+                Field('log_start_offset', 'LogStartOffset', 'int64', V(5), default=-1, ignorable=True),
+                Field('diverging_epoch', 'DivergingEpoch', 'EpochEndOffset', V(12), tagged=V(12), tag=0, struct=Struct(FetchResponse.EpochEndOffset, (
+                    Field('epoch', 'Epoch', 'int32', V(12), default=-1),
+                    Field('end_offset', 'EndOffset', 'int64', V(12), default=-1),
+                ))),
+                Field('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', V(12), tagged=V(12), tag=1, struct=Struct(FetchResponse.LeaderIdAndEpoch, (
+                    Field('leader_id', 'LeaderId', 'int32', V(12), default=-1),
+                    Field('leader_epoch', 'LeaderEpoch', 'int32', V(12), default=-1),
+                ))),
+                Field('snapshot_id', 'SnapshotId', 'SnapshotId', V(12), tagged=V(12), tag=2, struct=Struct(FetchResponse.SnapshotId, (
+                    Field('end_offset', 'EndOffset', 'int64', V(0), default=-1),
+                    Field('epoch', 'Epoch', 'int32', V(0), default=-1),
+                ))),
+                Field('aborted_transactions', 'AbortedTransactions', '[]AbortedTransaction', V(4), nullable=V(4), default=[], ignorable=True, struct=Struct(FetchResponse.AbortedTransaction, (
+                    Field('producer_id', 'ProducerId', 'int64', V(4), default=0),
+                    Field('first_offset', 'FirstOffset', 'int64', V(4), default=0),
+                ))),
+                Field('preferred_read_replica', 'PreferredReadReplica', 'int32', V(11), default=-1),
+                Field('records', 'Records', 'records', V(0), nullable=V(0), default=b""),
+            ))),
+        ))),
+        Field('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', V(16), tagged=V(16), tag=0, default=[], struct=Struct(FetchResponse.NodeEndpoint, (
+            Field('node_id', 'NodeId', 'int32', V(16), default=0),
+            Field('host', 'Host', 'string', V(16), default=''),
+            Field('port', 'Port', 'int32', V(16), default=0),
+            Field('rack', 'Rack', 'string', V(16), nullable=V(16)),
+        ))),
+    )),
 )

@@ -21,7 +21,7 @@ class FindCoordinatorRequest:
     SPEC: ClassVar[Message]
 
     #: The coordinator key.
-    key: str = ""
+    key: str = ''
     #: The coordinator key type. (Group, transaction, etc.)
     key_type: int = 0
     #: The coordinator keys.
@@ -29,19 +29,16 @@ class FindCoordinatorRequest:
 
 
 FindCoordinatorRequest.SPEC = Message(
-    name="FindCoordinatorRequest",
-    kind="request",
+    name='FindCoordinatorRequest',
+    kind='request',
     api_key=10,
     valid=V(0, 6),
     flexible=V(3),
-    struct=Struct(
-        FindCoordinatorRequest,
-        (
-            Field("key", "Key", "string", V(0, 3), default=""),
-            Field("key_type", "KeyType", "int8", V(1), default=0),
-            Field("coordinator_keys", "CoordinatorKeys", "[]string", V(4), default=[]),
-        ),
-    ),
+    struct=Struct(FindCoordinatorRequest, (
+        Field('key', 'Key', 'string', V(0, 3), default=''),
+        Field('key_type', 'KeyType', 'int8', V(1), default=0),
+        Field('coordinator_keys', 'CoordinatorKeys', '[]string', V(4), default=[]),
+    )),
 )
 
 
@@ -54,17 +51,17 @@ class FindCoordinatorResponse:
     @dataclass(slots=True)
     class Coordinator:
         #: The coordinator key.
-        key: str = ""
+        key: str = ''
         #: The node id.
         node_id: int = 0
         #: The host name.
-        host: str = ""
+        host: str = ''
         #: The port.
         port: int = 0
         #: The error code, or 0 if there was no error.
         error_code: int = 0
         #: The error message, or null if there was no error.
-        error_message: str | None = ""
+        error_message: str | None = ''
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
@@ -72,11 +69,11 @@ class FindCoordinatorResponse:
     #: The error code, or 0 if there was no error.
     error_code: int = 0
     #: The error message, or null if there was no error.
-    error_message: str | None = ""
+    error_message: str | None = ''
     #: The node id.
     node_id: int = 0
     #: The host name.
-    host: str = ""
+    host: str = ''
     #: The port.
     port: int = 0
     #: Each coordinator result in the response
@@ -84,40 +81,25 @@ class FindCoordinatorResponse:
 
 
 FindCoordinatorResponse.SPEC = Message(
-    name="FindCoordinatorResponse",
-    kind="response",
+    name='FindCoordinatorResponse',
+    kind='response',
     api_key=10,
     valid=V(0, 6),
     flexible=V(3),
-    struct=Struct(
-        FindCoordinatorResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(1), default=0, ignorable=True),
-            Field("error_code", "ErrorCode", "int16", V(0, 3), default=0),
-            Field("error_message", "ErrorMessage", "string", V(1, 3), nullable=V(1, 3), default="", ignorable=True),
-            Field("node_id", "NodeId", "int32", V(0, 3), default=0),
-            Field("host", "Host", "string", V(0, 3), default=""),
-            Field("port", "Port", "int32", V(0, 3), default=0),
-            Field(
-                "coordinators",
-                "Coordinators",
-                "[]Coordinator",
-                V(4),
-                default=[],
-                struct=Struct(
-                    FindCoordinatorResponse.Coordinator,
-                    (
-                        Field("key", "Key", "string", V(4), default=""),
-                        Field("node_id", "NodeId", "int32", V(4), default=0),
-                        Field("host", "Host", "string", V(4), default=""),
-                        Field("port", "Port", "int32", V(4), default=0),
-                        Field("error_code", "ErrorCode", "int16", V(4), default=0),
-                        Field(
-                            "error_message", "ErrorMessage", "string", V(4), nullable=V(4), default="", ignorable=True
-                        ),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(FindCoordinatorResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1), default=0, ignorable=True),
+        Field('error_code', 'ErrorCode', 'int16', V(0, 3), default=0),
+        Field('error_message', 'ErrorMessage', 'string', V(1, 3), nullable=V(1, 3), default='', ignorable=True),
+        Field('node_id', 'NodeId', 'int32', V(0, 3), default=0),
+        Field('host', 'Host', 'string', V(0, 3), default=''),
+        Field('port', 'Port', 'int32', V(0, 3), default=0),
+        Field('coordinators', 'Coordinators', '[]Coordinator', V(4), default=[], struct=Struct(FindCoordinatorResponse.Coordinator, (
+            Field('key', 'Key', 'string', V(4), default=''),
+            Field('node_id', 'NodeId', 'int32', V(4), default=0),
+            Field('host', 'Host', 'string', V(4), default=''),
+            Field('port', 'Port', 'int32', V(4), default=0),
+            Field('error_code', 'ErrorCode', 'int16', V(4), default=0),
+            Field('error_message', 'ErrorMessage', 'string', V(4), nullable=V(4), default='', ignorable=True),
+        ))),
+    )),
 )

@@ -27,26 +27,21 @@ class RequestHeader:
     #: The correlation ID of this request.
     correlation_id: int = 0
     #: The client ID string.
-    client_id: str | None = ""
+    client_id: str | None = ''
 
 
 RequestHeader.SPEC = Message(
-    name="RequestHeader",
-    kind="header",
+    name='RequestHeader',
+    kind='header',
     api_key=None,
     valid=V(0, 2),
     flexible=V(2),
-    struct=Struct(
-        RequestHeader,
-        (
-            Field("request_api_key", "RequestApiKey", "int16", V(0), default=0),
-            Field("request_api_version", "RequestApiVersion", "int16", V(0), default=0),
-            Field("correlation_id", "CorrelationId", "int32", V(0), default=0),
-            Field(
-                "client_id", "ClientId", "string", V(1), nullable=V(1), flexible=NO_VERSIONS, default="", ignorable=True
-            ),
-        ),
-    ),
+    struct=Struct(RequestHeader, (
+        Field('request_api_key', 'RequestApiKey', 'int16', V(0), default=0),
+        Field('request_api_version', 'RequestApiVersion', 'int16', V(0), default=0),
+        Field('correlation_id', 'CorrelationId', 'int32', V(0), default=0),
+        Field('client_id', 'ClientId', 'string', V(1), nullable=V(1), flexible=NO_VERSIONS, default='', ignorable=True),
+    )),
 )
 
 
@@ -61,10 +56,12 @@ class ResponseHeader:
 
 
 ResponseHeader.SPEC = Message(
-    name="ResponseHeader",
-    kind="header",
+    name='ResponseHeader',
+    kind='header',
     api_key=None,
     valid=V(0, 1),
     flexible=V(1),
-    struct=Struct(ResponseHeader, (Field("correlation_id", "CorrelationId", "int32", V(0), default=0),)),
+    struct=Struct(ResponseHeader, (
+        Field('correlation_id', 'CorrelationId', 'int32', V(0), default=0),
+    )),
 )

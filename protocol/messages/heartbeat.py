@@ -21,30 +21,27 @@ class HeartbeatRequest:
     SPEC: ClassVar[Message]
 
     #: The group id.
-    group_id: str = ""
+    group_id: str = ''
     #: The generation of the group.
     generation_id: int = 0
     #: The member ID.
-    member_id: str = ""
+    member_id: str = ''
     #: The unique identifier of the consumer instance provided by end user.
     group_instance_id: str | None = None
 
 
 HeartbeatRequest.SPEC = Message(
-    name="HeartbeatRequest",
-    kind="request",
+    name='HeartbeatRequest',
+    kind='request',
     api_key=12,
     valid=V(0, 4),
     flexible=V(4),
-    struct=Struct(
-        HeartbeatRequest,
-        (
-            Field("group_id", "GroupId", "string", V(0), default=""),
-            Field("generation_id", "GenerationId", "int32", V(0), default=0),
-            Field("member_id", "MemberId", "string", V(0), default=""),
-            Field("group_instance_id", "GroupInstanceId", "string", V(3), nullable=V(3)),
-        ),
-    ),
+    struct=Struct(HeartbeatRequest, (
+        Field('group_id', 'GroupId', 'string', V(0), default=''),
+        Field('generation_id', 'GenerationId', 'int32', V(0), default=0),
+        Field('member_id', 'MemberId', 'string', V(0), default=''),
+        Field('group_instance_id', 'GroupInstanceId', 'string', V(3), nullable=V(3)),
+    )),
 )
 
 
@@ -62,16 +59,13 @@ class HeartbeatResponse:
 
 
 HeartbeatResponse.SPEC = Message(
-    name="HeartbeatResponse",
-    kind="response",
+    name='HeartbeatResponse',
+    kind='response',
     api_key=12,
     valid=V(0, 4),
     flexible=V(4),
-    struct=Struct(
-        HeartbeatResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(1), default=0, ignorable=True),
-            Field("error_code", "ErrorCode", "int16", V(0), default=0),
-        ),
-    ),
+    struct=Struct(HeartbeatResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1), default=0, ignorable=True),
+        Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+    )),
 )

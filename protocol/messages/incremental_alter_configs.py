@@ -25,18 +25,18 @@ class IncrementalAlterConfigsRequest:
         #: The resource type.
         resource_type: int = 0
         #: The resource name.
-        resource_name: str = ""
+        resource_name: str = ''
         #: The configurations.
         configs: list[IncrementalAlterConfigsRequest.AlterableConfig] = field(default_factory=list)
 
     @dataclass(slots=True)
     class AlterableConfig:
         #: The configuration key name.
-        name: str = ""
+        name: str = ''
         #: The type (Set, Delete, Append, Subtract) of operation.
         config_operation: int = 0
         #: The value to set for the configuration key.
-        value: str | None = ""
+        value: str | None = ''
 
     #: The incremental updates for each resource.
     resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = field(default_factory=list)
@@ -45,46 +45,23 @@ class IncrementalAlterConfigsRequest:
 
 
 IncrementalAlterConfigsRequest.SPEC = Message(
-    name="IncrementalAlterConfigsRequest",
-    kind="request",
+    name='IncrementalAlterConfigsRequest',
+    kind='request',
     api_key=44,
     valid=V(0, 1),
     flexible=V(1),
-    struct=Struct(
-        IncrementalAlterConfigsRequest,
-        (
-            Field(
-                "resources",
-                "Resources",
-                "[]AlterConfigsResource",
-                V(0),
-                default=[],
-                struct=Struct(
-                    IncrementalAlterConfigsRequest.AlterConfigsResource,
-                    (
-                        Field("resource_type", "ResourceType", "int8", V(0), default=0),
-                        Field("resource_name", "ResourceName", "string", V(0), default=""),
-                        Field(
-                            "configs",
-                            "Configs",
-                            "[]AlterableConfig",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                IncrementalAlterConfigsRequest.AlterableConfig,
-                                (
-                                    Field("name", "Name", "string", V(0), default=""),
-                                    Field("config_operation", "ConfigOperation", "int8", V(0), default=0),
-                                    Field("value", "Value", "string", V(0), nullable=V(0), default=""),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-            Field("validate_only", "ValidateOnly", "bool", V(0), default=False),
-        ),
-    ),
+    struct=Struct(IncrementalAlterConfigsRequest, (
+        Field('resources', 'Resources', '[]AlterConfigsResource', V(0), default=[], struct=Struct(IncrementalAlterConfigsRequest.AlterConfigsResource, (
+            Field('resource_type', 'ResourceType', 'int8', V(0), default=0),
+            Field('resource_name', 'ResourceName', 'string', V(0), default=''),
+            Field('configs', 'Configs', '[]AlterableConfig', V(0), default=[], struct=Struct(IncrementalAlterConfigsRequest.AlterableConfig, (
+                Field('name', 'Name', 'string', V(0), default=''),
+                Field('config_operation', 'ConfigOperation', 'int8', V(0), default=0),
+                Field('value', 'Value', 'string', V(0), nullable=V(0), default=''),
+            ))),
+        ))),
+        Field('validate_only', 'ValidateOnly', 'bool', V(0), default=False),
+    )),
 )
 
 
@@ -99,11 +76,11 @@ class IncrementalAlterConfigsResponse:
         #: The resource error code.
         error_code: int = 0
         #: The resource error message, or null if there was no error.
-        error_message: str | None = ""
+        error_message: str | None = ''
         #: The resource type.
         resource_type: int = 0
         #: The resource name.
-        resource_name: str = ""
+        resource_name: str = ''
 
     #: Duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
@@ -113,31 +90,18 @@ class IncrementalAlterConfigsResponse:
 
 
 IncrementalAlterConfigsResponse.SPEC = Message(
-    name="IncrementalAlterConfigsResponse",
-    kind="response",
+    name='IncrementalAlterConfigsResponse',
+    kind='response',
     api_key=44,
     valid=V(0, 1),
     flexible=V(1),
-    struct=Struct(
-        IncrementalAlterConfigsResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(0), default=0),
-            Field(
-                "responses",
-                "Responses",
-                "[]AlterConfigsResourceResponse",
-                V(0),
-                default=[],
-                struct=Struct(
-                    IncrementalAlterConfigsResponse.AlterConfigsResourceResponse,
-                    (
-                        Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                        Field("error_message", "ErrorMessage", "string", V(0), nullable=V(0), default=""),
-                        Field("resource_type", "ResourceType", "int8", V(0), default=0),
-                        Field("resource_name", "ResourceName", "string", V(0), default=""),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(IncrementalAlterConfigsResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0), default=0),
+        Field('responses', 'Responses', '[]AlterConfigsResourceResponse', V(0), default=[], struct=Struct(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, (
+            Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+            Field('error_message', 'ErrorMessage', 'string', V(0), nullable=V(0), default=''),
+            Field('resource_type', 'ResourceType', 'int8', V(0), default=0),
+            Field('resource_name', 'ResourceName', 'string', V(0), default=''),
+        ))),
+    )),
 )

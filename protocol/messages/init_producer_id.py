@@ -21,7 +21,7 @@ class InitProducerIdRequest:
     SPEC: ClassVar[Message]
 
     #: The transactional id, or null if the producer is not transactional.
-    transactional_id: str | None = ""
+    transactional_id: str | None = ''
     #: The time in ms to wait before aborting idle transactions sent by this producer. This is only
     #: relevant if a TransactionalId has been defined.
     transaction_timeout_ms: int = 0
@@ -34,20 +34,17 @@ class InitProducerIdRequest:
 
 
 InitProducerIdRequest.SPEC = Message(
-    name="InitProducerIdRequest",
-    kind="request",
+    name='InitProducerIdRequest',
+    kind='request',
     api_key=22,
     valid=V(0, 5),
     flexible=V(2),
-    struct=Struct(
-        InitProducerIdRequest,
-        (
-            Field("transactional_id", "TransactionalId", "string", V(0), nullable=V(0), default=""),
-            Field("transaction_timeout_ms", "TransactionTimeoutMs", "int32", V(0), default=0),
-            Field("producer_id", "ProducerId", "int64", V(3), default=-1),
-            Field("producer_epoch", "ProducerEpoch", "int16", V(3), default=-1),
-        ),
-    ),
+    struct=Struct(InitProducerIdRequest, (
+        Field('transactional_id', 'TransactionalId', 'string', V(0), nullable=V(0), default=''),
+        Field('transaction_timeout_ms', 'TransactionTimeoutMs', 'int32', V(0), default=0),
+        Field('producer_id', 'ProducerId', 'int64', V(3), default=-1),
+        Field('producer_epoch', 'ProducerEpoch', 'int16', V(3), default=-1),
+    )),
 )
 
 
@@ -69,18 +66,15 @@ class InitProducerIdResponse:
 
 
 InitProducerIdResponse.SPEC = Message(
-    name="InitProducerIdResponse",
-    kind="response",
+    name='InitProducerIdResponse',
+    kind='response',
     api_key=22,
     valid=V(0, 5),
     flexible=V(2),
-    struct=Struct(
-        InitProducerIdResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(0), default=0, ignorable=True),
-            Field("error_code", "ErrorCode", "int16", V(0), default=0),
-            Field("producer_id", "ProducerId", "int64", V(0), default=-1),
-            Field("producer_epoch", "ProducerEpoch", "int16", V(0), default=0),
-        ),
-    ),
+    struct=Struct(InitProducerIdResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0), default=0, ignorable=True),
+        Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+        Field('producer_id', 'ProducerId', 'int64', V(0), default=-1),
+        Field('producer_epoch', 'ProducerEpoch', 'int16', V(0), default=0),
+    )),
 )

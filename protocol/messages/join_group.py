@@ -23,12 +23,12 @@ class JoinGroupRequest:
     @dataclass(slots=True)
     class JoinGroupRequestProtocol:
         #: The protocol name.
-        name: str = ""
+        name: str = ''
         #: The protocol metadata.
         metadata: bytes = b""
 
     #: The group identifier.
-    group_id: str = ""
+    group_id: str = ''
     #: The coordinator considers the consumer dead if it receives no heartbeat after this timeout in
     #: milliseconds.
     session_timeout_ms: int = 0
@@ -36,11 +36,11 @@ class JoinGroupRequest:
     #: when rebalancing the group.
     rebalance_timeout_ms: int = -1
     #: The member id assigned by the group coordinator.
-    member_id: str = ""
+    member_id: str = ''
     #: The unique identifier of the consumer instance provided by end user.
     group_instance_id: str | None = None
     #: The unique name the for class of protocols implemented by the group we want to join.
-    protocol_type: str = ""
+    protocol_type: str = ''
     #: The list of protocols that the member supports.
     protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] = field(default_factory=list)
     #: The reason why the member (re-)joins the group.
@@ -48,37 +48,24 @@ class JoinGroupRequest:
 
 
 JoinGroupRequest.SPEC = Message(
-    name="JoinGroupRequest",
-    kind="request",
+    name='JoinGroupRequest',
+    kind='request',
     api_key=11,
     valid=V(0, 9),
     flexible=V(6),
-    struct=Struct(
-        JoinGroupRequest,
-        (
-            Field("group_id", "GroupId", "string", V(0), default=""),
-            Field("session_timeout_ms", "SessionTimeoutMs", "int32", V(0), default=0),
-            Field("rebalance_timeout_ms", "RebalanceTimeoutMs", "int32", V(1), default=-1, ignorable=True),
-            Field("member_id", "MemberId", "string", V(0), default=""),
-            Field("group_instance_id", "GroupInstanceId", "string", V(5), nullable=V(5)),
-            Field("protocol_type", "ProtocolType", "string", V(0), default=""),
-            Field(
-                "protocols",
-                "Protocols",
-                "[]JoinGroupRequestProtocol",
-                V(0),
-                default=[],
-                struct=Struct(
-                    JoinGroupRequest.JoinGroupRequestProtocol,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field("metadata", "Metadata", "bytes", V(0), default=b""),
-                    ),
-                ),
-            ),
-            Field("reason", "Reason", "string", V(8), nullable=V(8), ignorable=True),
-        ),
-    ),
+    struct=Struct(JoinGroupRequest, (
+        Field('group_id', 'GroupId', 'string', V(0), default=''),
+        Field('session_timeout_ms', 'SessionTimeoutMs', 'int32', V(0), default=0),
+        Field('rebalance_timeout_ms', 'RebalanceTimeoutMs', 'int32', V(1), default=-1, ignorable=True),
+        Field('member_id', 'MemberId', 'string', V(0), default=''),
+        Field('group_instance_id', 'GroupInstanceId', 'string', V(5), nullable=V(5)),
+        Field('protocol_type', 'ProtocolType', 'string', V(0), default=''),
+        Field('protocols', 'Protocols', '[]JoinGroupRequestProtocol', V(0), default=[], struct=Struct(JoinGroupRequest.JoinGroupRequestProtocol, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('metadata', 'Metadata', 'bytes', V(0), default=b""),
+        ))),
+        Field('reason', 'Reason', 'string', V(8), nullable=V(8), ignorable=True),
+    )),
 )
 
 
@@ -91,7 +78,7 @@ class JoinGroupResponse:
     @dataclass(slots=True)
     class JoinGroupResponseMember:
         #: The group member ID.
-        member_id: str = ""
+        member_id: str = ''
         #: The unique identifier of the consumer instance provided by end user.
         group_instance_id: str | None = None
         #: The group member metadata.
@@ -107,48 +94,35 @@ class JoinGroupResponse:
     #: The group protocol name.
     protocol_type: str | None = None
     #: The group protocol selected by the coordinator.
-    protocol_name: str | None = ""
+    protocol_name: str | None = ''
     #: The leader of the group.
-    leader: str = ""
+    leader: str = ''
     #: True if the leader must skip running the assignment.
     skip_assignment: bool = False
     #: The member ID assigned by the group coordinator.
-    member_id: str = ""
+    member_id: str = ''
     members: list[JoinGroupResponse.JoinGroupResponseMember] = field(default_factory=list)
 
 
 JoinGroupResponse.SPEC = Message(
-    name="JoinGroupResponse",
-    kind="response",
+    name='JoinGroupResponse',
+    kind='response',
     api_key=11,
     valid=V(0, 9),
     flexible=V(6),
-    struct=Struct(
-        JoinGroupResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(2), default=0, ignorable=True),
-            Field("error_code", "ErrorCode", "int16", V(0), default=0),
-            Field("generation_id", "GenerationId", "int32", V(0), default=-1),
-            Field("protocol_type", "ProtocolType", "string", V(7), nullable=V(7), ignorable=True),
-            Field("protocol_name", "ProtocolName", "string", V(0), nullable=V(7), default=""),
-            Field("leader", "Leader", "string", V(0), default=""),
-            Field("skip_assignment", "SkipAssignment", "bool", V(9), default=False),
-            Field("member_id", "MemberId", "string", V(0), default=""),
-            Field(
-                "members",
-                "Members",
-                "[]JoinGroupResponseMember",
-                V(0),
-                default=[],
-                struct=Struct(
-                    JoinGroupResponse.JoinGroupResponseMember,
-                    (
-                        Field("member_id", "MemberId", "string", V(0), default=""),
-                        Field("group_instance_id", "GroupInstanceId", "string", V(5), nullable=V(5), ignorable=True),
-                        Field("metadata", "Metadata", "bytes", V(0), default=b""),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(JoinGroupResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(2), default=0, ignorable=True),
+        Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+        Field('generation_id', 'GenerationId', 'int32', V(0), default=-1),
+        Field('protocol_type', 'ProtocolType', 'string', V(7), nullable=V(7), ignorable=True),
+        Field('protocol_name', 'ProtocolName', 'string', V(0), nullable=V(7), default=''),
+        Field('leader', 'Leader', 'string', V(0), default=''),
+        Field('skip_assignment', 'SkipAssignment', 'bool', V(9), default=False),
+        Field('member_id', 'MemberId', 'string', V(0), default=''),
+        Field('members', 'Members', '[]JoinGroupResponseMember', V(0), default=[], struct=Struct(JoinGroupResponse.JoinGroupResponseMember, (
+            Field('member_id', 'MemberId', 'string', V(0), default=''),
+            Field('group_instance_id', 'GroupInstanceId', 'string', V(5), nullable=V(5), ignorable=True),
+            Field('metadata', 'Metadata', 'bytes', V(0), default=b""),
+        ))),
+    )),
 )

@@ -23,48 +23,35 @@ class LeaveGroupRequest:
     @dataclass(slots=True)
     class MemberIdentity:
         #: The member ID to remove from the group.
-        member_id: str = ""
+        member_id: str = ''
         #: The group instance ID to remove from the group.
         group_instance_id: str | None = None
         #: The reason why the member left the group.
         reason: str | None = None
 
     #: The ID of the group to leave.
-    group_id: str = ""
+    group_id: str = ''
     #: The member ID to remove from the group.
-    member_id: str = ""
+    member_id: str = ''
     #: List of leaving member identities.
     members: list[LeaveGroupRequest.MemberIdentity] = field(default_factory=list)
 
 
 LeaveGroupRequest.SPEC = Message(
-    name="LeaveGroupRequest",
-    kind="request",
+    name='LeaveGroupRequest',
+    kind='request',
     api_key=13,
     valid=V(0, 5),
     flexible=V(4),
-    struct=Struct(
-        LeaveGroupRequest,
-        (
-            Field("group_id", "GroupId", "string", V(0), default=""),
-            Field("member_id", "MemberId", "string", V(0, 2), default=""),
-            Field(
-                "members",
-                "Members",
-                "[]MemberIdentity",
-                V(3),
-                default=[],
-                struct=Struct(
-                    LeaveGroupRequest.MemberIdentity,
-                    (
-                        Field("member_id", "MemberId", "string", V(3), default=""),
-                        Field("group_instance_id", "GroupInstanceId", "string", V(3), nullable=V(3)),
-                        Field("reason", "Reason", "string", V(5), nullable=V(5), ignorable=True),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(LeaveGroupRequest, (
+        Field('group_id', 'GroupId', 'string', V(0), default=''),
+        Field('member_id', 'MemberId', 'string', V(0, 2), default=''),
+        Field('members', 'Members', '[]MemberIdentity', V(3), default=[], struct=Struct(LeaveGroupRequest.MemberIdentity, (
+            Field('member_id', 'MemberId', 'string', V(3), default=''),
+            Field('group_instance_id', 'GroupInstanceId', 'string', V(3), nullable=V(3)),
+            Field('reason', 'Reason', 'string', V(5), nullable=V(5), ignorable=True),
+        ))),
+    )),
 )
 
 
@@ -77,9 +64,9 @@ class LeaveGroupResponse:
     @dataclass(slots=True)
     class MemberResponse:
         #: The member ID to remove from the group.
-        member_id: str = ""
+        member_id: str = ''
         #: The group instance ID to remove from the group.
-        group_instance_id: str | None = ""
+        group_instance_id: str | None = ''
         #: The error code, or 0 if there was no error.
         error_code: int = 0
 
@@ -93,31 +80,18 @@ class LeaveGroupResponse:
 
 
 LeaveGroupResponse.SPEC = Message(
-    name="LeaveGroupResponse",
-    kind="response",
+    name='LeaveGroupResponse',
+    kind='response',
     api_key=13,
     valid=V(0, 5),
     flexible=V(4),
-    struct=Struct(
-        LeaveGroupResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(1), default=0, ignorable=True),
-            Field("error_code", "ErrorCode", "int16", V(0), default=0),
-            Field(
-                "members",
-                "Members",
-                "[]MemberResponse",
-                V(3),
-                default=[],
-                struct=Struct(
-                    LeaveGroupResponse.MemberResponse,
-                    (
-                        Field("member_id", "MemberId", "string", V(3), default=""),
-                        Field("group_instance_id", "GroupInstanceId", "string", V(3), nullable=V(3), default=""),
-                        Field("error_code", "ErrorCode", "int16", V(3), default=0),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(LeaveGroupResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1), default=0, ignorable=True),
+        Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+        Field('members', 'Members', '[]MemberResponse', V(3), default=[], struct=Struct(LeaveGroupResponse.MemberResponse, (
+            Field('member_id', 'MemberId', 'string', V(3), default=''),
+            Field('group_instance_id', 'GroupInstanceId', 'string', V(3), nullable=V(3), default=''),
+            Field('error_code', 'ErrorCode', 'int16', V(3), default=0),
+        ))),
+    )),
 )

@@ -27,18 +27,15 @@ class ListGroupsRequest:
 
 
 ListGroupsRequest.SPEC = Message(
-    name="ListGroupsRequest",
-    kind="request",
+    name='ListGroupsRequest',
+    kind='request',
     api_key=16,
     valid=V(0, 5),
     flexible=V(3),
-    struct=Struct(
-        ListGroupsRequest,
-        (
-            Field("states_filter", "StatesFilter", "[]string", V(4), default=[]),
-            Field("types_filter", "TypesFilter", "[]string", V(5), default=[]),
-        ),
-    ),
+    struct=Struct(ListGroupsRequest, (
+        Field('states_filter', 'StatesFilter', '[]string', V(4), default=[]),
+        Field('types_filter', 'TypesFilter', '[]string', V(5), default=[]),
+    )),
 )
 
 
@@ -51,13 +48,13 @@ class ListGroupsResponse:
     @dataclass(slots=True)
     class ListedGroup:
         #: The group ID.
-        group_id: str = ""
+        group_id: str = ''
         #: The group protocol type.
-        protocol_type: str = ""
+        protocol_type: str = ''
         #: The group state name.
-        group_state: str = ""
+        group_state: str = ''
         #: The group type name.
-        group_type: str = ""
+        group_type: str = ''
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
@@ -69,32 +66,19 @@ class ListGroupsResponse:
 
 
 ListGroupsResponse.SPEC = Message(
-    name="ListGroupsResponse",
-    kind="response",
+    name='ListGroupsResponse',
+    kind='response',
     api_key=16,
     valid=V(0, 5),
     flexible=V(3),
-    struct=Struct(
-        ListGroupsResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(1), default=0, ignorable=True),
-            Field("error_code", "ErrorCode", "int16", V(0), default=0),
-            Field(
-                "groups",
-                "Groups",
-                "[]ListedGroup",
-                V(0),
-                default=[],
-                struct=Struct(
-                    ListGroupsResponse.ListedGroup,
-                    (
-                        Field("group_id", "GroupId", "string", V(0), default=""),
-                        Field("protocol_type", "ProtocolType", "string", V(0), default=""),
-                        Field("group_state", "GroupState", "string", V(4), default="", ignorable=True),
-                        Field("group_type", "GroupType", "string", V(5), default="", ignorable=True),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(ListGroupsResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1), default=0, ignorable=True),
+        Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+        Field('groups', 'Groups', '[]ListedGroup', V(0), default=[], struct=Struct(ListGroupsResponse.ListedGroup, (
+            Field('group_id', 'GroupId', 'string', V(0), default=''),
+            Field('protocol_type', 'ProtocolType', 'string', V(0), default=''),
+            Field('group_state', 'GroupState', 'string', V(4), default='', ignorable=True),
+            Field('group_type', 'GroupType', 'string', V(5), default='', ignorable=True),
+        ))),
+    )),
 )

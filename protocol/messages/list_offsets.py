@@ -23,7 +23,7 @@ class ListOffsetsRequest:
     @dataclass(slots=True)
     class ListOffsetsTopic:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: Each partition in the request.
         partitions: list[ListOffsetsRequest.ListOffsetsPartition] = field(default_factory=list)
 
@@ -55,55 +55,25 @@ class ListOffsetsRequest:
 
 
 ListOffsetsRequest.SPEC = Message(
-    name="ListOffsetsRequest",
-    kind="request",
+    name='ListOffsetsRequest',
+    kind='request',
     api_key=2,
     valid=V(0, 10),
     flexible=V(6),
-    struct=Struct(
-        ListOffsetsRequest,
-        (
-            Field("replica_id", "ReplicaId", "int32", V(0), default=0),
-            Field("isolation_level", "IsolationLevel", "int8", V(2), default=0),
-            Field(
-                "topics",
-                "Topics",
-                "[]ListOffsetsTopic",
-                V(0),
-                default=[],
-                struct=Struct(
-                    ListOffsetsRequest.ListOffsetsTopic,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field(
-                            "partitions",
-                            "Partitions",
-                            "[]ListOffsetsPartition",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                ListOffsetsRequest.ListOffsetsPartition,
-                                (
-                                    Field("partition_index", "PartitionIndex", "int32", V(0), default=0),
-                                    Field(
-                                        "current_leader_epoch",
-                                        "CurrentLeaderEpoch",
-                                        "int32",
-                                        V(4),
-                                        default=-1,
-                                        ignorable=True,
-                                    ),
-                                    Field("timestamp", "Timestamp", "int64", V(0), default=0),
-                                    Field("max_num_offsets", "MaxNumOffsets", "int32", V(0, 0), default=1),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-            Field("timeout_ms", "TimeoutMs", "int32", V(10), default=0, ignorable=True),
-        ),
-    ),
+    struct=Struct(ListOffsetsRequest, (
+        Field('replica_id', 'ReplicaId', 'int32', V(0), default=0),
+        Field('isolation_level', 'IsolationLevel', 'int8', V(2), default=0),
+        Field('topics', 'Topics', '[]ListOffsetsTopic', V(0), default=[], struct=Struct(ListOffsetsRequest.ListOffsetsTopic, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('partitions', 'Partitions', '[]ListOffsetsPartition', V(0), default=[], struct=Struct(ListOffsetsRequest.ListOffsetsPartition, (
+                Field('partition_index', 'PartitionIndex', 'int32', V(0), default=0),
+                Field('current_leader_epoch', 'CurrentLeaderEpoch', 'int32', V(4), default=-1, ignorable=True),
+                Field('timestamp', 'Timestamp', 'int64', V(0), default=0),
+                Field('max_num_offsets', 'MaxNumOffsets', 'int32', V(0, 0), default=1),
+            ))),
+        ))),
+        Field('timeout_ms', 'TimeoutMs', 'int32', V(10), default=0, ignorable=True),
+    )),
 )
 
 
@@ -116,7 +86,7 @@ class ListOffsetsResponse:
     @dataclass(slots=True)
     class ListOffsetsTopicResponse:
         #: The topic name
-        name: str = ""
+        name: str = ''
         #: Each partition in the response.
         partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = field(default_factory=list)
 
@@ -142,46 +112,23 @@ class ListOffsetsResponse:
 
 
 ListOffsetsResponse.SPEC = Message(
-    name="ListOffsetsResponse",
-    kind="response",
+    name='ListOffsetsResponse',
+    kind='response',
     api_key=2,
     valid=V(0, 10),
     flexible=V(6),
-    struct=Struct(
-        ListOffsetsResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(2), default=0, ignorable=True),
-            Field(
-                "topics",
-                "Topics",
-                "[]ListOffsetsTopicResponse",
-                V(0),
-                default=[],
-                struct=Struct(
-                    ListOffsetsResponse.ListOffsetsTopicResponse,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field(
-                            "partitions",
-                            "Partitions",
-                            "[]ListOffsetsPartitionResponse",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                ListOffsetsResponse.ListOffsetsPartitionResponse,
-                                (
-                                    Field("partition_index", "PartitionIndex", "int32", V(0), default=0),
-                                    Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                                    Field("old_style_offsets", "OldStyleOffsets", "[]int64", V(0, 0), default=[]),
-                                    Field("timestamp", "Timestamp", "int64", V(1), default=-1),
-                                    Field("offset", "Offset", "int64", V(1), default=-1),
-                                    Field("leader_epoch", "LeaderEpoch", "int32", V(4), default=-1),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(ListOffsetsResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(2), default=0, ignorable=True),
+        Field('topics', 'Topics', '[]ListOffsetsTopicResponse', V(0), default=[], struct=Struct(ListOffsetsResponse.ListOffsetsTopicResponse, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('partitions', 'Partitions', '[]ListOffsetsPartitionResponse', V(0), default=[], struct=Struct(ListOffsetsResponse.ListOffsetsPartitionResponse, (
+                Field('partition_index', 'PartitionIndex', 'int32', V(0), default=0),
+                Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+                Field('old_style_offsets', 'OldStyleOffsets', '[]int64', V(0, 0), default=[]),
+                Field('timestamp', 'Timestamp', 'int64', V(1), default=-1),
+                Field('offset', 'Offset', 'int64', V(1), default=-1),
+                Field('leader_epoch', 'LeaderEpoch', 'int32', V(4), default=-1),
+            ))),
+        ))),
+    )),
 )

@@ -27,7 +27,7 @@ class MetadataRequest:
         #: The topic id.
         topic_id: uuid.UUID = NULL_UUID
         #: The topic name.
-        name: str | None = ""
+        name: str | None = ''
 
     #: The topics to fetch metadata for.
     topics: list[MetadataRequest.MetadataRequestTopic] | None = field(default_factory=list)
@@ -41,42 +41,20 @@ class MetadataRequest:
 
 
 MetadataRequest.SPEC = Message(
-    name="MetadataRequest",
-    kind="request",
+    name='MetadataRequest',
+    kind='request',
     api_key=3,
     valid=V(0, 12),
     flexible=V(9),
-    struct=Struct(
-        MetadataRequest,
-        (
-            Field(
-                "topics",
-                "Topics",
-                "[]MetadataRequestTopic",
-                V(0),
-                nullable=V(1),
-                default=[],
-                struct=Struct(
-                    MetadataRequest.MetadataRequestTopic,
-                    (
-                        Field("topic_id", "TopicId", "uuid", V(10), default=NULL_UUID, ignorable=True),
-                        Field("name", "Name", "string", V(0), nullable=V(10), default=""),
-                    ),
-                ),
-            ),
-            Field("allow_auto_topic_creation", "AllowAutoTopicCreation", "bool", V(4), default=True),
-            Field(
-                "include_cluster_authorized_operations",
-                "IncludeClusterAuthorizedOperations",
-                "bool",
-                V(8, 10),
-                default=False,
-            ),
-            Field(
-                "include_topic_authorized_operations", "IncludeTopicAuthorizedOperations", "bool", V(8), default=False
-            ),
-        ),
-    ),
+    struct=Struct(MetadataRequest, (
+        Field('topics', 'Topics', '[]MetadataRequestTopic', V(0), nullable=V(1), default=[], struct=Struct(MetadataRequest.MetadataRequestTopic, (
+            Field('topic_id', 'TopicId', 'uuid', V(10), default=NULL_UUID, ignorable=True),
+            Field('name', 'Name', 'string', V(0), nullable=V(10), default=''),
+        ))),
+        Field('allow_auto_topic_creation', 'AllowAutoTopicCreation', 'bool', V(4), default=True),
+        Field('include_cluster_authorized_operations', 'IncludeClusterAuthorizedOperations', 'bool', V(8, 10), default=False),
+        Field('include_topic_authorized_operations', 'IncludeTopicAuthorizedOperations', 'bool', V(8), default=False),
+    )),
 )
 
 
@@ -91,7 +69,7 @@ class MetadataResponse:
         #: The broker ID.
         node_id: int = 0
         #: The broker hostname.
-        host: str = ""
+        host: str = ''
         #: The broker port.
         port: int = 0
         #: The rack of the broker, or null if it has not been assigned to a rack.
@@ -103,7 +81,7 @@ class MetadataResponse:
         error_code: int = 0
         #: The topic name. Null for non-existing topics queried by ID. This is never null when
         #: ErrorCode is zero. One of Name and TopicId is always populated.
-        name: str | None = ""
+        name: str | None = ''
         #: The topic id. Zero for non-existing topics queried by name. This is never zero when
         #: ErrorCode is zero. One of Name and TopicId is always populated.
         topic_id: uuid.UUID = NULL_UUID
@@ -147,85 +125,37 @@ class MetadataResponse:
 
 
 MetadataResponse.SPEC = Message(
-    name="MetadataResponse",
-    kind="response",
+    name='MetadataResponse',
+    kind='response',
     api_key=3,
     valid=V(0, 12),
     flexible=V(9),
-    struct=Struct(
-        MetadataResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(3), default=0, ignorable=True),
-            Field(
-                "brokers",
-                "Brokers",
-                "[]MetadataResponseBroker",
-                V(0),
-                default=[],
-                struct=Struct(
-                    MetadataResponse.MetadataResponseBroker,
-                    (
-                        Field("node_id", "NodeId", "int32", V(0), default=0),
-                        Field("host", "Host", "string", V(0), default=""),
-                        Field("port", "Port", "int32", V(0), default=0),
-                        Field("rack", "Rack", "string", V(1), nullable=V(1), ignorable=True),
-                    ),
-                ),
-            ),
-            Field("cluster_id", "ClusterId", "string", V(2), nullable=V(2), ignorable=True),
-            Field("controller_id", "ControllerId", "int32", V(1), default=-1, ignorable=True),
-            Field(
-                "topics",
-                "Topics",
-                "[]MetadataResponseTopic",
-                V(0),
-                default=[],
-                struct=Struct(
-                    MetadataResponse.MetadataResponseTopic,
-                    (
-                        Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                        Field("name", "Name", "string", V(0), nullable=V(12), default=""),
-                        Field("topic_id", "TopicId", "uuid", V(10), default=NULL_UUID, ignorable=True),
-                        Field("is_internal", "IsInternal", "bool", V(1), default=False, ignorable=True),
-                        Field(
-                            "partitions",
-                            "Partitions",
-                            "[]MetadataResponsePartition",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                MetadataResponse.MetadataResponsePartition,
-                                (
-                                    Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                                    Field("partition_index", "PartitionIndex", "int32", V(0), default=0),
-                                    Field("leader_id", "LeaderId", "int32", V(0), default=0),
-                                    Field("leader_epoch", "LeaderEpoch", "int32", V(7), default=-1, ignorable=True),
-                                    Field("replica_nodes", "ReplicaNodes", "[]int32", V(0), default=[]),
-                                    Field("isr_nodes", "IsrNodes", "[]int32", V(0), default=[]),
-                                    Field(
-                                        "offline_replicas",
-                                        "OfflineReplicas",
-                                        "[]int32",
-                                        V(5),
-                                        default=[],
-                                        ignorable=True,
-                                    ),
-                                ),
-                            ),
-                        ),
-                        Field(
-                            "topic_authorized_operations",
-                            "TopicAuthorizedOperations",
-                            "int32",
-                            V(8),
-                            default=-2147483648,
-                        ),
-                    ),
-                ),
-            ),
-            Field(
-                "cluster_authorized_operations", "ClusterAuthorizedOperations", "int32", V(8, 10), default=-2147483648
-            ),
-        ),
-    ),
+    struct=Struct(MetadataResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(3), default=0, ignorable=True),
+        Field('brokers', 'Brokers', '[]MetadataResponseBroker', V(0), default=[], struct=Struct(MetadataResponse.MetadataResponseBroker, (
+            Field('node_id', 'NodeId', 'int32', V(0), default=0),
+            Field('host', 'Host', 'string', V(0), default=''),
+            Field('port', 'Port', 'int32', V(0), default=0),
+            Field('rack', 'Rack', 'string', V(1), nullable=V(1), ignorable=True),
+        ))),
+        Field('cluster_id', 'ClusterId', 'string', V(2), nullable=V(2), ignorable=True),
+        Field('controller_id', 'ControllerId', 'int32', V(1), default=-1, ignorable=True),
+        Field('topics', 'Topics', '[]MetadataResponseTopic', V(0), default=[], struct=Struct(MetadataResponse.MetadataResponseTopic, (
+            Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+            Field('name', 'Name', 'string', V(0), nullable=V(12), default=''),
+            Field('topic_id', 'TopicId', 'uuid', V(10), default=NULL_UUID, ignorable=True),
+            Field('is_internal', 'IsInternal', 'bool', V(1), default=False, ignorable=True),
+            Field('partitions', 'Partitions', '[]MetadataResponsePartition', V(0), default=[], struct=Struct(MetadataResponse.MetadataResponsePartition, (
+                Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+                Field('partition_index', 'PartitionIndex', 'int32', V(0), default=0),
+                Field('leader_id', 'LeaderId', 'int32', V(0), default=0),
+                Field('leader_epoch', 'LeaderEpoch', 'int32', V(7), default=-1, ignorable=True),
+                Field('replica_nodes', 'ReplicaNodes', '[]int32', V(0), default=[]),
+                Field('isr_nodes', 'IsrNodes', '[]int32', V(0), default=[]),
+                Field('offline_replicas', 'OfflineReplicas', '[]int32', V(5), default=[], ignorable=True),
+            ))),
+            Field('topic_authorized_operations', 'TopicAuthorizedOperations', 'int32', V(8), default=-2147483648),
+        ))),
+        Field('cluster_authorized_operations', 'ClusterAuthorizedOperations', 'int32', V(8, 10), default=-2147483648),
+    )),
 )

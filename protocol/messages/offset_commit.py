@@ -23,7 +23,7 @@ class OffsetCommitRequest:
     @dataclass(slots=True)
     class OffsetCommitRequestTopic:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: Each partition to commit offsets for.
         partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] = field(default_factory=list)
 
@@ -38,15 +38,15 @@ class OffsetCommitRequest:
         #: The timestamp of the commit.
         commit_timestamp: int = -1
         #: Any associated metadata the client wants to keep.
-        committed_metadata: str | None = ""
+        committed_metadata: str | None = ''
 
     #: The unique group identifier.
-    group_id: str = ""
+    group_id: str = ''
     #: The generation of the group if using the classic group protocol or the member epoch if using
     #: the consumer protocol.
     generation_id_or_member_epoch: int = -1
     #: The member ID assigned by the group coordinator.
-    member_id: str = ""
+    member_id: str = ''
     #: The unique identifier of the consumer instance provided by end user.
     group_instance_id: str | None = None
     #: The time period in ms to retain the offset.
@@ -56,67 +56,28 @@ class OffsetCommitRequest:
 
 
 OffsetCommitRequest.SPEC = Message(
-    name="OffsetCommitRequest",
-    kind="request",
+    name='OffsetCommitRequest',
+    kind='request',
     api_key=8,
     valid=V(0, 9),
     flexible=V(8),
-    struct=Struct(
-        OffsetCommitRequest,
-        (
-            Field("group_id", "GroupId", "string", V(0), default=""),
-            Field(
-                "generation_id_or_member_epoch", "GenerationIdOrMemberEpoch", "int32", V(1), default=-1, ignorable=True
-            ),
-            Field("member_id", "MemberId", "string", V(1), default="", ignorable=True),
-            Field("group_instance_id", "GroupInstanceId", "string", V(7), nullable=V(7)),
-            Field("retention_time_ms", "RetentionTimeMs", "int64", V(2, 4), default=-1, ignorable=True),
-            Field(
-                "topics",
-                "Topics",
-                "[]OffsetCommitRequestTopic",
-                V(0),
-                default=[],
-                struct=Struct(
-                    OffsetCommitRequest.OffsetCommitRequestTopic,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field(
-                            "partitions",
-                            "Partitions",
-                            "[]OffsetCommitRequestPartition",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                OffsetCommitRequest.OffsetCommitRequestPartition,
-                                (
-                                    Field("partition_index", "PartitionIndex", "int32", V(0), default=0),
-                                    Field("committed_offset", "CommittedOffset", "int64", V(0), default=0),
-                                    Field(
-                                        "committed_leader_epoch",
-                                        "CommittedLeaderEpoch",
-                                        "int32",
-                                        V(6),
-                                        default=-1,
-                                        ignorable=True,
-                                    ),
-                                    Field("commit_timestamp", "CommitTimestamp", "int64", V(1, 1), default=-1),
-                                    Field(
-                                        "committed_metadata",
-                                        "CommittedMetadata",
-                                        "string",
-                                        V(0),
-                                        nullable=V(0),
-                                        default="",
-                                    ),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(OffsetCommitRequest, (
+        Field('group_id', 'GroupId', 'string', V(0), default=''),
+        Field('generation_id_or_member_epoch', 'GenerationIdOrMemberEpoch', 'int32', V(1), default=-1, ignorable=True),
+        Field('member_id', 'MemberId', 'string', V(1), default='', ignorable=True),
+        Field('group_instance_id', 'GroupInstanceId', 'string', V(7), nullable=V(7)),
+        Field('retention_time_ms', 'RetentionTimeMs', 'int64', V(2, 4), default=-1, ignorable=True),
+        Field('topics', 'Topics', '[]OffsetCommitRequestTopic', V(0), default=[], struct=Struct(OffsetCommitRequest.OffsetCommitRequestTopic, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('partitions', 'Partitions', '[]OffsetCommitRequestPartition', V(0), default=[], struct=Struct(OffsetCommitRequest.OffsetCommitRequestPartition, (
+                Field('partition_index', 'PartitionIndex', 'int32', V(0), default=0),
+                Field('committed_offset', 'CommittedOffset', 'int64', V(0), default=0),
+                Field('committed_leader_epoch', 'CommittedLeaderEpoch', 'int32', V(6), default=-1, ignorable=True),
+                Field('commit_timestamp', 'CommitTimestamp', 'int64', V(1, 1), default=-1),
+                Field('committed_metadata', 'CommittedMetadata', 'string', V(0), nullable=V(0), default=''),
+            ))),
+        ))),
+    )),
 )
 
 
@@ -129,7 +90,7 @@ class OffsetCommitResponse:
     @dataclass(slots=True)
     class OffsetCommitResponseTopic:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: The responses for each partition in the topic.
         partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = field(default_factory=list)
 
@@ -148,42 +109,19 @@ class OffsetCommitResponse:
 
 
 OffsetCommitResponse.SPEC = Message(
-    name="OffsetCommitResponse",
-    kind="response",
+    name='OffsetCommitResponse',
+    kind='response',
     api_key=8,
     valid=V(0, 9),
     flexible=V(8),
-    struct=Struct(
-        OffsetCommitResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(3), default=0, ignorable=True),
-            Field(
-                "topics",
-                "Topics",
-                "[]OffsetCommitResponseTopic",
-                V(0),
-                default=[],
-                struct=Struct(
-                    OffsetCommitResponse.OffsetCommitResponseTopic,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field(
-                            "partitions",
-                            "Partitions",
-                            "[]OffsetCommitResponsePartition",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                OffsetCommitResponse.OffsetCommitResponsePartition,
-                                (
-                                    Field("partition_index", "PartitionIndex", "int32", V(0), default=0),
-                                    Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(OffsetCommitResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(3), default=0, ignorable=True),
+        Field('topics', 'Topics', '[]OffsetCommitResponseTopic', V(0), default=[], struct=Struct(OffsetCommitResponse.OffsetCommitResponseTopic, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('partitions', 'Partitions', '[]OffsetCommitResponsePartition', V(0), default=[], struct=Struct(OffsetCommitResponse.OffsetCommitResponsePartition, (
+                Field('partition_index', 'PartitionIndex', 'int32', V(0), default=0),
+                Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+            ))),
+        ))),
+    )),
 )

@@ -23,7 +23,7 @@ class OffsetDeleteRequest:
     @dataclass(slots=True)
     class OffsetDeleteRequestTopic:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: Each partition to delete offsets for.
         partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition] = field(default_factory=list)
 
@@ -33,47 +33,26 @@ class OffsetDeleteRequest:
         partition_index: int = 0
 
     #: The unique group identifier.
-    group_id: str = ""
+    group_id: str = ''
     #: The topics to delete offsets for
     topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] = field(default_factory=list)
 
 
 OffsetDeleteRequest.SPEC = Message(
-    name="OffsetDeleteRequest",
-    kind="request",
+    name='OffsetDeleteRequest',
+    kind='request',
     api_key=47,
     valid=V(0, 0),
     flexible=NO_VERSIONS,
-    struct=Struct(
-        OffsetDeleteRequest,
-        (
-            Field("group_id", "GroupId", "string", V(0), default=""),
-            Field(
-                "topics",
-                "Topics",
-                "[]OffsetDeleteRequestTopic",
-                V(0),
-                default=[],
-                struct=Struct(
-                    OffsetDeleteRequest.OffsetDeleteRequestTopic,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field(
-                            "partitions",
-                            "Partitions",
-                            "[]OffsetDeleteRequestPartition",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                OffsetDeleteRequest.OffsetDeleteRequestPartition,
-                                (Field("partition_index", "PartitionIndex", "int32", V(0), default=0),),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(OffsetDeleteRequest, (
+        Field('group_id', 'GroupId', 'string', V(0), default=''),
+        Field('topics', 'Topics', '[]OffsetDeleteRequestTopic', V(0), default=[], struct=Struct(OffsetDeleteRequest.OffsetDeleteRequestTopic, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('partitions', 'Partitions', '[]OffsetDeleteRequestPartition', V(0), default=[], struct=Struct(OffsetDeleteRequest.OffsetDeleteRequestPartition, (
+                Field('partition_index', 'PartitionIndex', 'int32', V(0), default=0),
+            ))),
+        ))),
+    )),
 )
 
 
@@ -86,7 +65,7 @@ class OffsetDeleteResponse:
     @dataclass(slots=True)
     class OffsetDeleteResponseTopic:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: The responses for each partition in the topic.
         partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition] = field(default_factory=list)
 
@@ -107,43 +86,20 @@ class OffsetDeleteResponse:
 
 
 OffsetDeleteResponse.SPEC = Message(
-    name="OffsetDeleteResponse",
-    kind="response",
+    name='OffsetDeleteResponse',
+    kind='response',
     api_key=47,
     valid=V(0, 0),
     flexible=NO_VERSIONS,
-    struct=Struct(
-        OffsetDeleteResponse,
-        (
-            Field("error_code", "ErrorCode", "int16", V(0), default=0),
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(0), default=0, ignorable=True),
-            Field(
-                "topics",
-                "Topics",
-                "[]OffsetDeleteResponseTopic",
-                V(0),
-                default=[],
-                struct=Struct(
-                    OffsetDeleteResponse.OffsetDeleteResponseTopic,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field(
-                            "partitions",
-                            "Partitions",
-                            "[]OffsetDeleteResponsePartition",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                OffsetDeleteResponse.OffsetDeleteResponsePartition,
-                                (
-                                    Field("partition_index", "PartitionIndex", "int32", V(0), default=0),
-                                    Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(OffsetDeleteResponse, (
+        Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(0), default=0, ignorable=True),
+        Field('topics', 'Topics', '[]OffsetDeleteResponseTopic', V(0), default=[], struct=Struct(OffsetDeleteResponse.OffsetDeleteResponseTopic, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('partitions', 'Partitions', '[]OffsetDeleteResponsePartition', V(0), default=[], struct=Struct(OffsetDeleteResponse.OffsetDeleteResponsePartition, (
+                Field('partition_index', 'PartitionIndex', 'int32', V(0), default=0),
+                Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+            ))),
+        ))),
+    )),
 )

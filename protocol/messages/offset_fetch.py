@@ -23,14 +23,14 @@ class OffsetFetchRequest:
     @dataclass(slots=True)
     class OffsetFetchRequestTopic:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: The partition indexes we would like to fetch offsets for.
         partition_indexes: list[int] = field(default_factory=list)
 
     @dataclass(slots=True)
     class OffsetFetchRequestGroup:
         #: The group ID.
-        group_id: str = ""
+        group_id: str = ''
         #: The member ID assigned by the group coordinator if using the new consumer protocol
         #: (KIP-848).
         member_id: str | None = None
@@ -42,12 +42,12 @@ class OffsetFetchRequest:
     @dataclass(slots=True)
     class OffsetFetchRequestTopics:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: The partition indexes we would like to fetch offsets for.
         partition_indexes: list[int] = field(default_factory=list)
 
     #: The group to fetch offsets for.
-    group_id: str = ""
+    group_id: str = ''
     #: Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
     topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None = field(default_factory=list)
     #: Each group we would like to fetch offsets for
@@ -58,63 +58,28 @@ class OffsetFetchRequest:
 
 
 OffsetFetchRequest.SPEC = Message(
-    name="OffsetFetchRequest",
-    kind="request",
+    name='OffsetFetchRequest',
+    kind='request',
     api_key=9,
     valid=V(0, 9),
     flexible=V(6),
-    struct=Struct(
-        OffsetFetchRequest,
-        (
-            Field("group_id", "GroupId", "string", V(0, 7), default=""),
-            Field(
-                "topics",
-                "Topics",
-                "[]OffsetFetchRequestTopic",
-                V(0, 7),
-                nullable=V(2, 7),
-                default=[],
-                struct=Struct(
-                    OffsetFetchRequest.OffsetFetchRequestTopic,
-                    (
-                        Field("name", "Name", "string", V(0, 7), default=""),
-                        Field("partition_indexes", "PartitionIndexes", "[]int32", V(0, 7), default=[]),
-                    ),
-                ),
-            ),
-            Field(
-                "groups",
-                "Groups",
-                "[]OffsetFetchRequestGroup",
-                V(8),
-                default=[],
-                struct=Struct(
-                    OffsetFetchRequest.OffsetFetchRequestGroup,
-                    (
-                        Field("group_id", "GroupId", "string", V(8), default=""),
-                        Field("member_id", "MemberId", "string", V(9), nullable=V(9), ignorable=True),
-                        Field("member_epoch", "MemberEpoch", "int32", V(9), default=-1, ignorable=True),
-                        Field(
-                            "topics",
-                            "Topics",
-                            "[]OffsetFetchRequestTopics",
-                            V(8),
-                            nullable=V(8),
-                            default=[],
-                            struct=Struct(
-                                OffsetFetchRequest.OffsetFetchRequestTopics,
-                                (
-                                    Field("name", "Name", "string", V(8), default=""),
-                                    Field("partition_indexes", "PartitionIndexes", "[]int32", V(8), default=[]),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-            Field("require_stable", "RequireStable", "bool", V(7), default=False),
-        ),
-    ),
+    struct=Struct(OffsetFetchRequest, (
+        Field('group_id', 'GroupId', 'string', V(0, 7), default=''),
+        Field('topics', 'Topics', '[]OffsetFetchRequestTopic', V(0, 7), nullable=V(2, 7), default=[], struct=Struct(OffsetFetchRequest.OffsetFetchRequestTopic, (
+            Field('name', 'Name', 'string', V(0, 7), default=''),
+            Field('partition_indexes', 'PartitionIndexes', '[]int32', V(0, 7), default=[]),
+        ))),
+        Field('groups', 'Groups', '[]OffsetFetchRequestGroup', V(8), default=[], struct=Struct(OffsetFetchRequest.OffsetFetchRequestGroup, (
+            Field('group_id', 'GroupId', 'string', V(8), default=''),
+            Field('member_id', 'MemberId', 'string', V(9), nullable=V(9), ignorable=True),
+            Field('member_epoch', 'MemberEpoch', 'int32', V(9), default=-1, ignorable=True),
+            Field('topics', 'Topics', '[]OffsetFetchRequestTopics', V(8), nullable=V(8), default=[], struct=Struct(OffsetFetchRequest.OffsetFetchRequestTopics, (
+                Field('name', 'Name', 'string', V(8), default=''),
+                Field('partition_indexes', 'PartitionIndexes', '[]int32', V(8), default=[]),
+            ))),
+        ))),
+        Field('require_stable', 'RequireStable', 'bool', V(7), default=False),
+    )),
 )
 
 
@@ -127,7 +92,7 @@ class OffsetFetchResponse:
     @dataclass(slots=True)
     class OffsetFetchResponseTopic:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: The responses per partition
         partitions: list[OffsetFetchResponse.OffsetFetchResponsePartition] = field(default_factory=list)
 
@@ -140,14 +105,14 @@ class OffsetFetchResponse:
         #: The leader epoch.
         committed_leader_epoch: int = -1
         #: The partition metadata.
-        metadata: str | None = ""
+        metadata: str | None = ''
         #: The error code, or 0 if there was no error.
         error_code: int = 0
 
     @dataclass(slots=True)
     class OffsetFetchResponseGroup:
         #: The group ID.
-        group_id: str = ""
+        group_id: str = ''
         #: The responses per topic.
         topics: list[OffsetFetchResponse.OffsetFetchResponseTopics] = field(default_factory=list)
         #: The group-level error code, or 0 if there was no error.
@@ -156,7 +121,7 @@ class OffsetFetchResponse:
     @dataclass(slots=True)
     class OffsetFetchResponseTopics:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: The responses per partition
         partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = field(default_factory=list)
 
@@ -169,7 +134,7 @@ class OffsetFetchResponse:
         #: The leader epoch.
         committed_leader_epoch: int = -1
         #: The partition metadata.
-        metadata: str | None = ""
+        metadata: str | None = ''
         #: The partition-level error code, or 0 if there was no error.
         error_code: int = 0
 
@@ -185,106 +150,37 @@ class OffsetFetchResponse:
 
 
 OffsetFetchResponse.SPEC = Message(
-    name="OffsetFetchResponse",
-    kind="response",
+    name='OffsetFetchResponse',
+    kind='response',
     api_key=9,
     valid=V(0, 9),
     flexible=V(6),
-    struct=Struct(
-        OffsetFetchResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(3), default=0, ignorable=True),
-            Field(
-                "topics",
-                "Topics",
-                "[]OffsetFetchResponseTopic",
-                V(0, 7),
-                default=[],
-                struct=Struct(
-                    OffsetFetchResponse.OffsetFetchResponseTopic,
-                    (
-                        Field("name", "Name", "string", V(0, 7), default=""),
-                        Field(
-                            "partitions",
-                            "Partitions",
-                            "[]OffsetFetchResponsePartition",
-                            V(0, 7),
-                            default=[],
-                            struct=Struct(
-                                OffsetFetchResponse.OffsetFetchResponsePartition,
-                                (
-                                    Field("partition_index", "PartitionIndex", "int32", V(0, 7), default=0),
-                                    Field("committed_offset", "CommittedOffset", "int64", V(0, 7), default=0),
-                                    Field(
-                                        "committed_leader_epoch",
-                                        "CommittedLeaderEpoch",
-                                        "int32",
-                                        V(5, 7),
-                                        default=-1,
-                                        ignorable=True,
-                                    ),
-                                    Field("metadata", "Metadata", "string", V(0, 7), nullable=V(0, 7), default=""),
-                                    Field("error_code", "ErrorCode", "int16", V(0, 7), default=0),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-            Field("error_code", "ErrorCode", "int16", V(2, 7), default=0, ignorable=True),
-            Field(
-                "groups",
-                "Groups",
-                "[]OffsetFetchResponseGroup",
-                V(8),
-                default=[],
-                struct=Struct(
-                    OffsetFetchResponse.OffsetFetchResponseGroup,
-                    (
-                        Field("group_id", "GroupId", "string", V(8), default=""),
-                        Field(
-                            "topics",
-                            "Topics",
-                            "[]OffsetFetchResponseTopics",
-                            V(8),
-                            default=[],
-                            struct=Struct(
-                                OffsetFetchResponse.OffsetFetchResponseTopics,
-                                (
-                                    Field("name", "Name", "string", V(8), default=""),
-                                    Field(
-                                        "partitions",
-                                        "Partitions",
-                                        "[]OffsetFetchResponsePartitions",
-                                        V(8),
-                                        default=[],
-                                        struct=Struct(
-                                            OffsetFetchResponse.OffsetFetchResponsePartitions,
-                                            (
-                                                Field("partition_index", "PartitionIndex", "int32", V(8), default=0),
-                                                Field("committed_offset", "CommittedOffset", "int64", V(8), default=0),
-                                                Field(
-                                                    "committed_leader_epoch",
-                                                    "CommittedLeaderEpoch",
-                                                    "int32",
-                                                    V(8),
-                                                    default=-1,
-                                                    ignorable=True,
-                                                ),
-                                                Field(
-                                                    "metadata", "Metadata", "string", V(8), nullable=V(8), default=""
-                                                ),
-                                                Field("error_code", "ErrorCode", "int16", V(8), default=0),
-                                            ),
-                                        ),
-                                    ),
-                                ),
-                            ),
-                        ),
-                        Field("error_code", "ErrorCode", "int16", V(8), default=0),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(OffsetFetchResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(3), default=0, ignorable=True),
+        Field('topics', 'Topics', '[]OffsetFetchResponseTopic', V(0, 7), default=[], struct=Struct(OffsetFetchResponse.OffsetFetchResponseTopic, (
+            Field('name', 'Name', 'string', V(0, 7), default=''),
+            Field('partitions', 'Partitions', '[]OffsetFetchResponsePartition', V(0, 7), default=[], struct=Struct(OffsetFetchResponse.OffsetFetchResponsePartition, (
+                Field('partition_index', 'PartitionIndex', 'int32', V(0, 7), default=0),
+                Field('committed_offset', 'CommittedOffset', 'int64', V(0, 7), default=0),
+                Field('committed_leader_epoch', 'CommittedLeaderEpoch', 'int32', V(5, 7), default=-1, ignorable=True),
+                Field('metadata', 'Metadata', 'string', V(0, 7), nullable=V(0, 7), default=''),
+                Field('error_code', 'ErrorCode', 'int16', V(0, 7), default=0),
+            ))),
+        ))),
+        Field('error_code', 'ErrorCode', 'int16', V(2, 7), default=0, ignorable=True),
+        Field('groups', 'Groups', '[]OffsetFetchResponseGroup', V(8), default=[], struct=Struct(OffsetFetchResponse.OffsetFetchResponseGroup, (
+            Field('group_id', 'GroupId', 'string', V(8), default=''),
+            Field('topics', 'Topics', '[]OffsetFetchResponseTopics', V(8), default=[], struct=Struct(OffsetFetchResponse.OffsetFetchResponseTopics, (
+                Field('name', 'Name', 'string', V(8), default=''),
+                Field('partitions', 'Partitions', '[]OffsetFetchResponsePartitions', V(8), default=[], struct=Struct(OffsetFetchResponse.OffsetFetchResponsePartitions, (
+                    Field('partition_index', 'PartitionIndex', 'int32', V(8), default=0),
+                    Field('committed_offset', 'CommittedOffset', 'int64', V(8), default=0),
+                    Field('committed_leader_epoch', 'CommittedLeaderEpoch', 'int32', V(8), default=-1, ignorable=True),
+                    Field('metadata', 'Metadata', 'string', V(8), nullable=V(8), default=''),
+                    Field('error_code', 'ErrorCode', 'int16', V(8), default=0),
+                ))),
+            ))),
+            Field('error_code', 'ErrorCode', 'int16', V(8), default=0),
+        ))),
+    )),
 )

@@ -23,7 +23,7 @@ class ProduceRequest:
     @dataclass(slots=True)
     class TopicProduceData:
         #: The topic name.
-        name: str = ""
+        name: str = ''
         #: Each partition to produce to.
         partition_data: list[ProduceRequest.PartitionProduceData] = field(default_factory=list)
 
@@ -47,46 +47,23 @@ class ProduceRequest:
 
 
 ProduceRequest.SPEC = Message(
-    name="ProduceRequest",
-    kind="request",
+    name='ProduceRequest',
+    kind='request',
     api_key=0,
     valid=V(0, 11),
     flexible=V(9),
-    struct=Struct(
-        ProduceRequest,
-        (
-            Field("transactional_id", "TransactionalId", "string", V(3), nullable=V(3)),
-            Field("acks", "Acks", "int16", V(0), default=0),
-            Field("timeout_ms", "TimeoutMs", "int32", V(0), default=0),
-            Field(
-                "topic_data",
-                "TopicData",
-                "[]TopicProduceData",
-                V(0),
-                default=[],
-                struct=Struct(
-                    ProduceRequest.TopicProduceData,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field(
-                            "partition_data",
-                            "PartitionData",
-                            "[]PartitionProduceData",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                ProduceRequest.PartitionProduceData,
-                                (
-                                    Field("index", "Index", "int32", V(0), default=0),
-                                    Field("records", "Records", "records", V(0), nullable=V(0), default=b""),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(ProduceRequest, (
+        Field('transactional_id', 'TransactionalId', 'string', V(3), nullable=V(3)),
+        Field('acks', 'Acks', 'int16', V(0), default=0),
+        Field('timeout_ms', 'TimeoutMs', 'int32', V(0), default=0),
+        Field('topic_data', 'TopicData', '[]TopicProduceData', V(0), default=[], struct=Struct(ProduceRequest.TopicProduceData, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('partition_data', 'PartitionData', '[]PartitionProduceData', V(0), default=[], struct=Struct(ProduceRequest.PartitionProduceData, (
+                Field('index', 'Index', 'int32', V(0), default=0),
+                Field('records', 'Records', 'records', V(0), nullable=V(0), default=b""),
+            ))),
+        ))),
+    )),
 )
 
 
@@ -99,7 +76,7 @@ class ProduceResponse:
     @dataclass(slots=True)
     class TopicProduceResponse:
         #: The topic name
-        name: str = ""
+        name: str = ''
         #: Each partition that we produced to within the topic.
         partition_responses: list[ProduceResponse.PartitionProduceResponse] = field(default_factory=list)
 
@@ -122,9 +99,7 @@ class ProduceResponse:
         #: The global error message summarizing the common root cause of the records that caused the
         #: batch to be dropped
         error_message: str | None = None
-        current_leader: ProduceResponse.LeaderIdAndEpoch = field(
-            default_factory=lambda: ProduceResponse.LeaderIdAndEpoch()
-        )
+        current_leader: ProduceResponse.LeaderIdAndEpoch = field(default_factory=lambda: ProduceResponse.LeaderIdAndEpoch())
 
     @dataclass(slots=True)
     class BatchIndexAndErrorMessage:
@@ -145,7 +120,7 @@ class ProduceResponse:
         #: The ID of the associated node.
         node_id: int = 0
         #: The node's hostname.
-        host: str = ""
+        host: str = ''
         #: The node's port.
         port: int = 0
         #: The rack of the node, or null if it has not been assigned to a rack.
@@ -162,111 +137,37 @@ class ProduceResponse:
 
 
 ProduceResponse.SPEC = Message(
-    name="ProduceResponse",
-    kind="response",
+    name='ProduceResponse',
+    kind='response',
     api_key=0,
     valid=V(0, 11),
     flexible=V(9),
-    struct=Struct(
-        ProduceResponse,
-        (
-            Field(
-                "responses",
-                "Responses",
-                "[]TopicProduceResponse",
-                V(0),
-                default=[],
-                struct=Struct(
-                    ProduceResponse.TopicProduceResponse,
-                    (
-                        Field("name", "Name", "string", V(0), default=""),
-                        Field(
-                            "partition_responses",
-                            "PartitionResponses",
-                            "[]PartitionProduceResponse",
-                            V(0),
-                            default=[],
-                            struct=Struct(
-                                ProduceResponse.PartitionProduceResponse,
-                                (
-                                    Field("index", "Index", "int32", V(0), default=0),
-                                    Field("error_code", "ErrorCode", "int16", V(0), default=0),
-                                    Field("base_offset", "BaseOffset", "int64", V(0), default=0),
-                                    Field(
-                                        "log_append_time_ms",
-                                        "LogAppendTimeMs",
-                                        "int64",
-                                        V(2),
-                                        default=-1,
-                                        ignorable=True,
-                                    ),
-                                    Field(
-                                        "log_start_offset", "LogStartOffset", "int64", V(5), default=-1, ignorable=True
-                                    ),
-                                    Field(
-                                        "record_errors",
-                                        "RecordErrors",
-                                        "[]BatchIndexAndErrorMessage",
-                                        V(8),
-                                        default=[],
-                                        ignorable=True,
-                                        struct=Struct(
-                                            ProduceResponse.BatchIndexAndErrorMessage,
-                                            (
-                                                Field("batch_index", "BatchIndex", "int32", V(8), default=0),
-                                                Field(
-                                                    "batch_index_error_message",
-                                                    "BatchIndexErrorMessage",
-                                                    "string",
-                                                    V(8),
-                                                    nullable=V(8),
-                                                ),
-                                            ),
-                                        ),
-                                    ),
-                                    Field(
-                                        "error_message", "ErrorMessage", "string", V(8), nullable=V(8), ignorable=True
-                                    ),
-                                    Field(
-                                        "current_leader",
-                                        "CurrentLeader",
-                                        "LeaderIdAndEpoch",
-                                        V(10),
-                                        tagged=V(10),
-                                        tag=0,
-                                        struct=Struct(
-                                            ProduceResponse.LeaderIdAndEpoch,
-                                            (
-                                                Field("leader_id", "LeaderId", "int32", V(10), default=-1),
-                                                Field("leader_epoch", "LeaderEpoch", "int32", V(10), default=-1),
-                                            ),
-                                        ),
-                                    ),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(1), default=0, ignorable=True),
-            Field(
-                "node_endpoints",
-                "NodeEndpoints",
-                "[]NodeEndpoint",
-                V(10),
-                tagged=V(10),
-                tag=0,
-                default=[],
-                struct=Struct(
-                    ProduceResponse.NodeEndpoint,
-                    (
-                        Field("node_id", "NodeId", "int32", V(10), default=0),
-                        Field("host", "Host", "string", V(10), default=""),
-                        Field("port", "Port", "int32", V(10), default=0),
-                        Field("rack", "Rack", "string", V(10), nullable=V(10)),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(ProduceResponse, (
+        Field('responses', 'Responses', '[]TopicProduceResponse', V(0), default=[], struct=Struct(ProduceResponse.TopicProduceResponse, (
+            Field('name', 'Name', 'string', V(0), default=''),
+            Field('partition_responses', 'PartitionResponses', '[]PartitionProduceResponse', V(0), default=[], struct=Struct(ProduceResponse.PartitionProduceResponse, (
+                Field('index', 'Index', 'int32', V(0), default=0),
+                Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+                Field('base_offset', 'BaseOffset', 'int64', V(0), default=0),
+                Field('log_append_time_ms', 'LogAppendTimeMs', 'int64', V(2), default=-1, ignorable=True),
+                Field('log_start_offset', 'LogStartOffset', 'int64', V(5), default=-1, ignorable=True),
+                Field('record_errors', 'RecordErrors', '[]BatchIndexAndErrorMessage', V(8), default=[], ignorable=True, struct=Struct(ProduceResponse.BatchIndexAndErrorMessage, (
+                    Field('batch_index', 'BatchIndex', 'int32', V(8), default=0),
+                    Field('batch_index_error_message', 'BatchIndexErrorMessage', 'string', V(8), nullable=V(8)),
+                ))),
+                Field('error_message', 'ErrorMessage', 'string', V(8), nullable=V(8), ignorable=True),
+                Field('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', V(10), tagged=V(10), tag=0, struct=Struct(ProduceResponse.LeaderIdAndEpoch, (
+                    Field('leader_id', 'LeaderId', 'int32', V(10), default=-1),
+                    Field('leader_epoch', 'LeaderEpoch', 'int32', V(10), default=-1),
+                ))),
+            ))),
+        ))),
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1), default=0, ignorable=True),
+        Field('node_endpoints', 'NodeEndpoints', '[]NodeEndpoint', V(10), tagged=V(10), tag=0, default=[], struct=Struct(ProduceResponse.NodeEndpoint, (
+            Field('node_id', 'NodeId', 'int32', V(10), default=0),
+            Field('host', 'Host', 'string', V(10), default=''),
+            Field('port', 'Port', 'int32', V(10), default=0),
+            Field('rack', 'Rack', 'string', V(10), nullable=V(10)),
+        ))),
+    )),
 )

@@ -23,16 +23,16 @@ class SyncGroupRequest:
     @dataclass(slots=True)
     class SyncGroupRequestAssignment:
         #: The ID of the member to assign.
-        member_id: str = ""
+        member_id: str = ''
         #: The member assignment.
         assignment: bytes = b""
 
     #: The unique group identifier.
-    group_id: str = ""
+    group_id: str = ''
     #: The generation of the group.
     generation_id: int = 0
     #: The member ID assigned by the group.
-    member_id: str = ""
+    member_id: str = ''
     #: The unique identifier of the consumer instance provided by end user.
     group_instance_id: str | None = None
     #: The group protocol type.
@@ -44,36 +44,23 @@ class SyncGroupRequest:
 
 
 SyncGroupRequest.SPEC = Message(
-    name="SyncGroupRequest",
-    kind="request",
+    name='SyncGroupRequest',
+    kind='request',
     api_key=14,
     valid=V(0, 5),
     flexible=V(4),
-    struct=Struct(
-        SyncGroupRequest,
-        (
-            Field("group_id", "GroupId", "string", V(0), default=""),
-            Field("generation_id", "GenerationId", "int32", V(0), default=0),
-            Field("member_id", "MemberId", "string", V(0), default=""),
-            Field("group_instance_id", "GroupInstanceId", "string", V(3), nullable=V(3)),
-            Field("protocol_type", "ProtocolType", "string", V(5), nullable=V(5), ignorable=True),
-            Field("protocol_name", "ProtocolName", "string", V(5), nullable=V(5), ignorable=True),
-            Field(
-                "assignments",
-                "Assignments",
-                "[]SyncGroupRequestAssignment",
-                V(0),
-                default=[],
-                struct=Struct(
-                    SyncGroupRequest.SyncGroupRequestAssignment,
-                    (
-                        Field("member_id", "MemberId", "string", V(0), default=""),
-                        Field("assignment", "Assignment", "bytes", V(0), default=b""),
-                    ),
-                ),
-            ),
-        ),
-    ),
+    struct=Struct(SyncGroupRequest, (
+        Field('group_id', 'GroupId', 'string', V(0), default=''),
+        Field('generation_id', 'GenerationId', 'int32', V(0), default=0),
+        Field('member_id', 'MemberId', 'string', V(0), default=''),
+        Field('group_instance_id', 'GroupInstanceId', 'string', V(3), nullable=V(3)),
+        Field('protocol_type', 'ProtocolType', 'string', V(5), nullable=V(5), ignorable=True),
+        Field('protocol_name', 'ProtocolName', 'string', V(5), nullable=V(5), ignorable=True),
+        Field('assignments', 'Assignments', '[]SyncGroupRequestAssignment', V(0), default=[], struct=Struct(SyncGroupRequest.SyncGroupRequestAssignment, (
+            Field('member_id', 'MemberId', 'string', V(0), default=''),
+            Field('assignment', 'Assignment', 'bytes', V(0), default=b""),
+        ))),
+    )),
 )
 
 
@@ -97,19 +84,16 @@ class SyncGroupResponse:
 
 
 SyncGroupResponse.SPEC = Message(
-    name="SyncGroupResponse",
-    kind="response",
+    name='SyncGroupResponse',
+    kind='response',
     api_key=14,
     valid=V(0, 5),
     flexible=V(4),
-    struct=Struct(
-        SyncGroupResponse,
-        (
-            Field("throttle_time_ms", "ThrottleTimeMs", "int32", V(1), default=0, ignorable=True),
-            Field("error_code", "ErrorCode", "int16", V(0), default=0),
-            Field("protocol_type", "ProtocolType", "string", V(5), nullable=V(5), ignorable=True),
-            Field("protocol_name", "ProtocolName", "string", V(5), nullable=V(5), ignorable=True),
-            Field("assignment", "Assignment", "bytes", V(0), default=b""),
-        ),
-    ),
+    struct=Struct(SyncGroupResponse, (
+        Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', V(1), default=0, ignorable=True),
+        Field('error_code', 'ErrorCode', 'int16', V(0), default=0),
+        Field('protocol_type', 'ProtocolType', 'string', V(5), nullable=V(5), ignorable=True),
+        Field('protocol_name', 'ProtocolName', 'string', V(5), nullable=V(5), ignorable=True),
+        Field('assignment', 'Assignment', 'bytes', V(0), default=b""),
+    )),
 )
