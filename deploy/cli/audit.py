@@ -1,7 +1,7 @@
 """``tributary audit``: every record counted per topic, source datacenter and hour at each stage.
 
     tributary audit --topology FILE [--run-dir DIR] [--from TIME] [--to TIME] [--output table|json]
-                    [--timeout SECONDS]
+                    [--timeout SECONDS] [--metrics-file PATH]
 
 Counts the records of each hour in the source cluster, below the mirror's checkpoints, in the
 aggregate cluster and in Hadoop (the loader's committed manifests), and gives each hour a
@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -25,9 +26,11 @@ import trio
 from tributary.client.errors import KafkaError
 from tributary.deploy.appliance.topology import TopologyError, load_topology
 from tributary.deploy.audit.collect import AuditError, collect
+from tributary.deploy.audit.metrics import metrics_text
 from tributary.deploy.audit.model import HOUR_MS, audit, settled
 from tributary.deploy.audit.report import render
 from tributary.deploy.cli.up import add_topology_arguments
+from tributary.loader.summary import write_atomically
 
 PROG = "tributary audit"
 
@@ -45,6 +48,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--to", dest="end", metavar="TIME", default="now", help="end of the window (default: now)")
     parser.add_argument("--output", choices=("table", "json"), default="table", help="output format")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="per request (default 10)")
+    parser.add_argument(
+        "--metrics-file",
+        metavar="PATH",
+        type=Path,
+        help="also write the counts and verdicts here as Prometheus metrics (node_exporter textfile format)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -76,6 +85,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     rows = audit(streams)
+    if args.metrics_file is not None:
+        try:
+            write_atomically(args.metrics_file, metrics_text(rows, start_ms, time.time()))
+        except OSError as exc:
+            print(f"{PROG}: --metrics-file {args.metrics_file}: {exc.strerror}", file=sys.stderr)
+            return 2
     if args.output == "json":
         window = {"from_ms": start_ms - start_ms % HOUR_MS, "to_ms": end_ms}
         print(json.dumps({"window": window, "settled": settled(rows), "rows": [r.to_json() for r in rows]}, indent=2))

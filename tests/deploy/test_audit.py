@@ -15,7 +15,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from tests.fixtures.prometheus import parse
 from tributary.deploy.appliance.topology import load_topology
+from tributary.deploy.audit.metrics import hour_label
 from tributary.deploy.audit.model import HOUR_MS
 
 from .test_status import poll
@@ -26,11 +28,12 @@ with warnings.catch_warnings():
     from confluent_kafka import Producer
 
 
-def audit(topology: Path, start_ms: int) -> tuple[int, dict[str, Any]]:
+def audit(topology: Path, start_ms: int, metrics_file: Path | None = None) -> tuple[int, dict[str, Any]]:
     start = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(start_ms / 1000))
+    extra = ["--metrics-file", str(metrics_file)] if metrics_file is not None else []
     result = subprocess.run(
         [sys.executable, "-m", "tributary.deploy.cli", "audit", "--topology", str(topology), "--from", start,
-         "--output", "json"],
+         "--output", "json", *extra],
         capture_output=True, text=True, timeout=60, check=False,
     )
     assert result.stderr == "", result.stderr
@@ -80,7 +83,7 @@ def test_audit_counts_hours_and_explains_a_stopped_mirror(tmp_path: Path) -> Non
         os.kill(mirror, signal.SIGSTOP)
         try:
             produce(east, {h1: 50, h2: 100}, "b")
-            code, report = audit(path, h0)
+            code, report = audit(path, h0, tmp_path / "audit.prom")
             assert code == 0, report  # explained, not a mismatch
             rows = by_hour(report)
             assert rows[h0] == (300, 300, 300, 0, "not loaded yet")
@@ -88,6 +91,14 @@ def test_audit_counts_hours_and_explains_a_stopped_mirror(tmp_path: Path) -> Non
             assert rows[h2][:3] == (100, 0, 0) and rows[h2][4] == "in flight"
         finally:
             os.kill(mirror, signal.SIGCONT)
+        # The same counts and verdicts as Prometheus metrics, for node_exporter and Grafana.
+        metrics = parse((tmp_path / "audit.prom").read_text()).samples
+        east_h1 = {"topic": "pageviews", "source_datacenter": "east", "hour": hour_label(h1)}
+        assert metrics[("tributary_audit_records", tuple(sorted({**east_h1, "stage": "source"}.items())))] == 250
+        assert metrics[("tributary_audit_records", tuple(sorted({**east_h1, "stage": "mirrored"}.items())))] == 200
+        verdict = {**east_h1, "verdict": "in flight"}
+        assert metrics[("tributary_audit_hour_verdict", tuple(sorted(verdict.items())))] == 1
+        assert metrics[("tributary_audit_unexplained_hours", ())] == 0
 
         def caught_up() -> dict[str, Any] | None:
             report = audit(path, h0)[1]

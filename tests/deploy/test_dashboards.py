@@ -21,11 +21,13 @@ from tests.deploy.promql import (
 )
 from tests.fixtures.prometheus import exposed_names, parse, scrape
 from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.deploy.audit.metrics import metrics_text
+from tributary.deploy.audit.model import HOUR_MS, Row, Verdict
 from tributary.mirror.metrics import MirrorMetrics
 from tributary.testing.cluster import Cluster, start_cluster
 
 GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"
-OURS = ("broker.json", "mirror.json")
+OURS = ("broker.json", "mirror.json", "audit.json")
 
 
 def load(name: str) -> dict[str, Any]:
@@ -170,3 +172,21 @@ def test_mirror_dashboard_queries_only_metrics_the_mirror_registers() -> None:
         "tributary_mirror_assigned_partitions",
         "tributary_mirror_link_up",
     } <= set(used)
+
+
+def test_audit_dashboard_queries_only_metrics_the_audit_writes() -> None:
+    hour = 1_764_000_000_000 - 1_764_000_000_000 % HOUR_MS
+    rows = [
+        Row("east", "clicks", hour, 10, 10, 10, 10, Verdict.OK, ""),
+        Row("west", "clicks", hour, 7, 5, 5, None, Verdict.IN_FLIGHT, "the mirror is 2 records behind"),
+    ]
+    text = metrics_text(rows, hour, 1_764_003_600.0)
+    served = exposed_names(parse(text).types)
+    used = dashboard_metric_names(load("audit.json"))
+    assert set(used) == served  # every family on the dashboard, nothing the audit does not write
+    samples = parse(text).samples
+    labels = {"topic": "clicks", "source_datacenter": "west", "hour": "2025-11-24T16:00Z", "stage": "mirrored"}
+    assert samples[("tributary_audit_records", tuple(sorted(labels.items())))] == 5
+    assert not any(name == "tributary_audit_records" and ("stage", "hadoop") in labels and
+                   ("source_datacenter", "west") in labels for name, labels in samples)  # fmt: skip
+    assert samples[("tributary_audit_unexplained_hours", ())] == 0
