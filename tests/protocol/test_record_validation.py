@@ -6,6 +6,7 @@ and a compression bomb is refused after at most the limit of output, in small pi
 
 from __future__ import annotations
 
+import contextlib
 import tracemalloc
 import zlib
 
@@ -231,3 +232,36 @@ def test_truncated_input_is_corrupt_in_pieces_too(codec: Compression) -> None:
     compressed = compress(codec, bytes(range(256)) * 400)
     with pytest.raises(CorruptRecordError):
         list(iter_decompressed(codec, compressed[: len(compressed) // 2]))
+
+
+# --- fuzzing the validator ----------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), codec=st.sampled_from(CODECS))
+def test_mutated_batches_raise_only_corrupt_record_error(data: st.DataObject, codec: Compression) -> None:
+    # Honest batches with bytes flipped, cut or spliced anywhere, CRC made valid again: the
+    # validator either accepts (the mutation kept it honest) or raises CorruptRecordError,
+    # never another exception, and never allocates much more than the limit.
+    values = data.draw(st.lists(st.binary(max_size=60), min_size=1, max_size=10))
+    original = bytearray(
+        build_batch([(b"k", v, [("h", v[:2])], T0 + i) for i, v in enumerate(values)], compression=codec)
+    )
+    section = bytearray(
+        decompress(codec, bytes(original[HEADER_SIZE:])) if codec is not Compression.NONE else original[HEADER_SIZE:]
+    )
+    for _ in range(data.draw(st.integers(min_value=1, max_value=4))):
+        if not section:
+            break
+        at = data.draw(st.integers(min_value=0, max_value=len(section) - 1))
+        action = data.draw(st.sampled_from(["flip", "cut", "splice"]))
+        if action == "flip":
+            section[at] ^= data.draw(st.integers(min_value=1, max_value=255))
+        elif action == "cut":
+            del section[at:]
+        else:
+            section[at:at] = data.draw(st.binary(min_size=1, max_size=12))
+    header = parse_batch_header(bytes(original))
+    lied = batch_of(bytes(section), header.record_count, codec, max_timestamp=header.max_timestamp)
+    with contextlib.suppress(CorruptRecordError):
+        check(lied, limit=1 << 20)
