@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 # Debian packages: ZooKeeper (coordination), kcat (interop tests), a JRE for
 # ZooKeeper and Spark, and venv support for the system Python.
-APT_PACKAGES=(zookeeper kcat default-jre-headless python3-venv)
+APT_PACKAGES=(zookeeper kcat default-jre-headless python3-venv chromium)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

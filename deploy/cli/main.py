@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "api-versions": "tributary.deploy.cli.api_versions",
     "audit": "tributary.deploy.cli.audit",
     "broker": "tributary.deploy.cli.broker",
+    "console": "tributary.deploy.cli.console",
     "groups": "tributary.deploy.cli.groups",
     "load": "tributary.deploy.cli.load",
     "mirror": "tributary.deploy.cli.mirror",

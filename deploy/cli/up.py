@@ -1,12 +1,14 @@
 """``tributary up``: the whole appliance of a topology on this machine, until Ctrl-C or SIGTERM.
 
     tributary up --topology FILE [--run-dir DIR] [--start-timeout SECONDS] [--grace SECONDS]
+                 [--console HOST:PORT|off]
 
 Starts one ZooKeeper per datacenter, every broker and every mirror as supervised
 children (deploy/appliance.py), waits until every cluster answers, prints where
 everything listens, restarts crashed children with backoff, and on Ctrl-C or
 SIGTERM stops mirrors, brokers and ZooKeeper in that order. A second Ctrl-C
 stops everything at once (still SIGTERM first, SIGKILL after the grace period).
+It also serves the operator's page (``tributary console``) on ``--console``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ import trio
 
 from tributary.deploy.appliance.launcher import Appliance, ApplianceError, describe
 from tributary.deploy.appliance.topology import TopologyError, load_topology
+from tributary.deploy.console.server import serve_console
 from tributary.deploy.errors import operator_errors
 
 
@@ -48,6 +52,19 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--grace", type=float, default=15.0, metavar="SECONDS", help="how long a child may take to stop before SIGKILL"
     )
+    parser.add_argument(
+        "--console",
+        default="127.0.0.1:8480",
+        metavar="HOST:PORT",
+        help="serve the operator's page there (tributary console); 'off' serves none (default 127.0.0.1:8480)",
+    )
+    parser.add_argument(
+        "--console-audit-interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how often the console's audit runs (default 60)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -66,11 +83,15 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-async def _up(appliance: Appliance) -> None:
+async def _up(appliance: Appliance, console: str, audit_interval: float) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_on_signals, signals, appliance, nursery.cancel_scope)
             nursery.start_soon(_announce_when_ready, appliance)
+            if console != "off":
+                nursery.start_soon(
+                    partial(serve_console, appliance.topology, console, audit_interval=audit_interval, say=say)
+                )
             try:
                 await appliance.run()
             finally:
@@ -109,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     say(f"starting {len(appliance.components)} processes of {topology.path}")
     try:
-        trio.run(_up, appliance)
+        trio.run(_up, appliance, args.console, args.console_audit_interval)
     except (ApplianceError, BaseExceptionGroup) as exc:
         print(f"tributary up: {operator_error(exc)}", file=sys.stderr)
         return 1

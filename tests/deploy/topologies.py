@@ -67,10 +67,13 @@ def write_topology(
 class Up:
     """`tributary up` running in a subprocess, its output collected in a file."""
 
-    def __init__(self, topology: Path, log: Path) -> None:
+    def __init__(self, topology: Path, log: Path, *args: str) -> None:
         self.log = log
         self._out = log.open("wb")
-        cmd = [sys.executable, "-m", "tributary.deploy.cli", "up", "--topology", str(topology), "--grace", "10"]
+        # No console unless a test asks for one: every test would otherwise want port 8480.
+        console = [] if any(a.startswith("--console") for a in args) else ["--console", "off"]
+        cmd = [sys.executable, "-m", "tributary.deploy.cli", "up", "--topology", str(topology), "--grace", "10",
+               *console, *args]  # fmt: skip
         self.proc = subprocess.Popen(
             cmd, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
@@ -106,8 +109,8 @@ class Up:
 
 
 @contextmanager
-def running_up(topology: Path, log: Path) -> Iterator[Up]:
-    up = Up(topology, log)
+def running_up(topology: Path, log: Path, *args: str) -> Iterator[Up]:
+    up = Up(topology, log, *args)
     try:
         up.wait_for(r"^all up")
         yield up
