@@ -26,6 +26,13 @@ from .topologies import running_up, write_topology
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from confluent_kafka import Producer
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
 
 
 def audit(topology: Path, start_ms: int, metrics_file: Path | None = None) -> tuple[int, dict[str, Any]]:
@@ -109,3 +116,44 @@ def test_audit_counts_hours_and_explains_a_stopped_mirror(tmp_path: Path) -> Non
         assert {h: v[:3] for h, v in by_hour(report).items()} == {
             h0: (300, 300, 300), h1: (250, 250, 250), h2: (100, 100, 100)
         }
+
+
+def test_records_deleted_by_the_aggregates_retention_are_named_for_their_hour(tmp_path: Path) -> None:
+    # The aggregate's copy keeps an hour only: once the records of three hours ago are copied and
+    # a later hour rolls the segment, retention deletes them there. The audit names the gap for
+    # its hour (retention, not a mismatch) and keeps the recent hour whole.
+    path = write_topology(tmp_path / "t.toml", mirrors=True, settings='"log.retention.check.interval.ms" = 500')
+    topology = load_topology(path)
+    now = int(time.time() * 1000)
+    old = now - now % HOUR_MS - 3 * HOUR_MS
+    recent = now - now % HOUR_MS
+    with running_up(path, tmp_path / "up.out") as up:
+        east, aggregate = topology.clusters["east"].bootstrap, topology.clusters["aggregate"].bootstrap
+        produce(east, {old: 150}, "a")
+        poll(lambda: by_hour(audit(path, old)[1]).get(old, (0,) * 5)[:3] == (150, 150, 150) or None, 60,
+             "the old hour copied and checkpointed")  # fmt: skip
+        admin = AdminClient({"bootstrap.servers": aggregate})
+        entries = [
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in {"retention.ms": str(HOUR_MS), "segment.ms": "60000"}.items()
+        ]
+        resource = ConfigResource(ResourceType.TOPIC, "east.pageviews", incremental_configs=entries)
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
+        # Records of this hour land in a new segment (more than segment.ms of record time after the
+        # old ones), so the old segments are closed and retention may take them.
+        produce(east, {recent: 80}, "b")
+
+        def deleted() -> dict[str, Any] | None:
+            code, report = audit(path, old)
+            rows = by_hour(report)
+            return report if code == 0 and rows.get(old, (0, 0, 0, 0, ""))[4] == "retention" else None
+
+        report = poll(deleted, 60, "retention deleting the old hour from the aggregate")
+        rows = by_hour(report)
+        source, mirrored, in_aggregate, _, verdict = rows[old]
+        assert (source, mirrored, verdict) == (150, 150, "retention") and in_aggregate < 150
+        why = next(r["why"] for r in report["rows"] if r["hour_ms"] == old and r["datacenter"] == "east")
+        assert why == "the aggregate's retention deleted part of the hour"
+        assert rows[recent][:3] == (80, 80, 80) and rows[recent][4] == "not loaded yet"
+        assert up.proc.poll() is None

@@ -19,9 +19,15 @@ BROKER_SETTINGS = '"num.partitions" = 2, "zookeeper.session.timeout.ms" = 6000'
 
 
 def write_topology(
-    path: Path, *, datacenters: tuple[str, ...] = ("east", "aggregate"), brokers: int = 1, mirrors: bool = False
+    path: Path,
+    *,
+    datacenters: tuple[str, ...] = ("east", "aggregate"),
+    brokers: int = 1,
+    mirrors: bool = False,
+    settings: str = "",
 ) -> Path:
-    """Datacenters with one ZooKeeper and ``brokers`` brokers each; the last one is the aggregate."""
+    """Datacenters with one ZooKeeper and ``brokers`` brokers each; the last one is the aggregate.
+    ``settings``: more broker settings for every cluster, as TOML inline-table entries."""
     ports = iter(free_ports(len(datacenters) * (1 + 2 * brokers) + len(datacenters)))
     lines = ["[local]", f'run_dir = "{path.parent / "run"}"', ""]
     for dc in datacenters:
@@ -31,7 +37,7 @@ def write_topology(
             f"[clusters.{dc}]",
             f'datacenter = "{dc}"',
             f'zookeeper = {{ servers = ["127.0.0.1:{next(ports)}"], chroot = "/tributary/{dc}" }}',
-            f"topic_defaults = {{ {BROKER_SETTINGS} }}",
+            f"topic_defaults = {{ {BROKER_SETTINGS}{', ' + settings if settings else ''} }}",
             "brokers = [",
             *(
                 f'    {{ id = {i}, host = "127.0.0.1", port = {next(ports)}, metrics_port = {next(ports)} }},'
