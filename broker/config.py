@@ -79,12 +79,7 @@ class BrokerConfig:
 
 
 def _int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ConfigError(f"setting '{name}' must be an integer, got {value!r}")
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"setting '{name}' must be an integer, got {value!r}") from None
+    return int(_number(name, value, int, "an integer"))
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -96,12 +91,19 @@ def _bool(name: str, value: Any) -> bool:
 
 
 def _float(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ConfigError(f"setting '{name}' must be a number, got {value!r}")
+    return float(_number(name, value, float, "a number"))
+
+
+def _number(name: str, value: Any, kind: type[int] | type[float], what: str) -> float:
+    # TOML gives numbers; strings are allowed too (as Kafka's properties files have them).
+    # bool is an int subclass in Python, never a number here; a float is not an integer.
+    accepted = (int, str) if kind is int else (int, float, str)
+    if isinstance(value, bool) or not isinstance(value, accepted):
+        raise ConfigError(f"setting '{name}' must be {what}, got {value!r}")
     try:
-        return float(value)
+        return kind(value)
     except ValueError:
-        raise ConfigError(f"setting '{name}' must be a number, got {value!r}") from None
+        raise ConfigError(f"setting '{name}' must be {what}, got {value!r}") from None
 
 
 def _pattern(name: str, value: Any) -> str:

@@ -323,16 +323,22 @@ def compress(codec: Compression | int, data: BytesLike, level: int | None = None
 
 def decompress(codec: Compression | int, data: BytesLike, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
     """Decompresses ``data`` written as ``codec``, refusing output over ``max_size`` bytes."""
+    codec = _compressed_input(codec, data)
+    if codec is Compression.NONE:
+        return bytes(data)
+    return _DECOMPRESSORS[codec](data, max_size)
+
+
+def _compressed_input(codec: Compression | int, data: BytesLike) -> Compression:
+    """The codec of a batch's attributes, for ``data`` that claims to be written with it."""
     try:
         codec = Compression(codec)
     except ValueError:
         raise CorruptRecordError(f"unknown compression codec {codec}") from None
-    if codec is Compression.NONE:
-        return bytes(data)
-    if not len(data):
+    if codec is not Compression.NONE and not len(data):
         # Every codec frames even empty input, so no data at all is corrupt.
         raise CorruptRecordError(f"{codec.name.lower()} data is empty")
-    return _DECOMPRESSORS[codec](data, max_size)
+    return codec
 
 
 __all__ = ["DEFAULT_MAX_DECOMPRESSED_SIZE", "Compression", "compress", "decompress"]
@@ -348,15 +354,10 @@ def iter_decompressed(
     snappy, which has no framing, in one piece), so a reader that consumes them as they come
     never holds the whole output. More than ``max_size`` bytes in all raises
     :class:`CorruptRecordError` as soon as the piece that crosses it is made."""
-    try:
-        codec = Compression(codec)
-    except ValueError:
-        raise CorruptRecordError(f"unknown compression codec {codec}") from None
+    codec = _compressed_input(codec, data)
     if codec is Compression.NONE:
         yield bytes(data)
         return
-    if not len(data):
-        raise CorruptRecordError(f"{codec.name.lower()} data is empty")
     total = 0
     for piece in _PIECES[codec](data, chunk, max_size):
         total += len(piece)

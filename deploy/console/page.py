@@ -59,33 +59,39 @@ def _endpoint_cell(endpoint: Endpoint) -> str:
     return f"<td{title}>{name}</td><td class=state>{_state(endpoint.up)}</td>"
 
 
+def _table(title: str, headers: Sequence[str], rows: Sequence[str], table_id: str = "") -> str:
+    """A section: its heading and a table of ``rows`` (each already a ``<tr>...</tr>``)."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    ident = f" id={table_id}" if table_id else ""
+    heading = f"<h2>{_e(title)}</h2>" if title else ""
+    return f"{heading}<table{ident}><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _cells(*values: object) -> str:
+    return "".join(f"<td>{_e(v)}</td>" for v in values)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
 def _topology(status: Status) -> str:
-    parts = ["<h2>Clusters</h2>", "<table><tr><th>datacenter</th><th>cluster</th><th>process</th><th>state</th></tr>"]
-    for cluster in status.clusters:
-        for endpoint in cluster.zookeeper + cluster.brokers:
-            parts.append(
-                f"<tr class=endpoint data-name='{_e(cluster.name)} {_e(endpoint.name)}'><td>{_e(cluster.datacenter)}"
-                f"</td><td>{_e(cluster.name)}</td>{_endpoint_cell(endpoint)}</tr>"
-            )
-    parts.append("</table>")
-    return "".join(parts)
+    rows = [
+        f"<tr class=endpoint>{_cells(cluster.datacenter, cluster.name)}{_endpoint_cell(endpoint)}</tr>"
+        for cluster in status.clusters
+        for endpoint in cluster.zookeeper + cluster.brokers
+    ]
+    return _table("Clusters", ("datacenter", "cluster", "process", "state"), rows)
 
 
 def _mirrors(status: Status) -> str:
-    if not status.mirrors:
-        return ""
-    parts = ["<h2>Mirrors</h2>", "<table><tr><th>mirror</th><th>from</th><th>to</th><th>state</th>"
-             "<th>lag (records)</th><th>lag (seconds)</th><th>records copied</th></tr>"]  # fmt: skip
-    for m in status.mirrors:
-        cells = [m.alias, m.source, m.target]
-        numbers = [m.lag_records, m.lag_seconds, m.copied_records]
-        shown = ["-" if n is None else f"{n:,.0f}" for n in numbers]
-        parts.append(
-            "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + f"<td>{_state(m.up)}</td>"
-            + "".join(f"<td>{s}</td>" for s in shown) + "</tr>"
-        )  # fmt: skip
-    parts.append("</table>")
-    return "".join(parts)
+    rows = [
+        f"<tr>{_cells(m.alias, m.source, m.target)}<td>{_state(m.up)}</td>"
+        f"{_cells(_number(m.lag_records), _number(m.lag_seconds), _number(m.copied_records))}</tr>"
+        for m in status.mirrors
+    ]
+    headers = ("mirror", "from", "to", "state", "lag (records)", "lag (seconds)", "records copied")
+    return _table("Mirrors", headers, rows) if rows else ""
 
 
 def lag_chart(series: dict[str, list[tuple[float, float]]], now: float, window: float) -> str:
@@ -116,23 +122,17 @@ def lag_chart(series: dict[str, list[tuple[float, float]]], now: float, window: 
 
 
 def _loads(status: Status) -> str:
-    if not status.loads:
-        return ""
-    parts = ["<h2>Loads</h2>", "<table><tr><th>load</th><th>last run</th><th>result</th><th>records</th>"
-             "<th>gaps</th></tr>"]  # fmt: skip
+    rows = []
     for load in status.loads:
         if load.error or not load.ran:
-            parts.append(f"<tr><td>{_e(load.name)}</td><td colspan=4 class=muted>{_e(load.error or 'no run yet')}"
-                         "</td></tr>")  # fmt: skip
+            rows.append(f"<tr>{_cells(load.name)}<td colspan=4 class=muted>{_e(load.error or 'no run yet')}</td></tr>")
             continue
         when = _clock(load.last_run) if load.last_run else "-"
         result = '<span class="up">succeeded</span>' if load.success else '<span class="down">failed</span>'
-        records = "-" if load.records is None else f"{load.records:,.0f}"
-        gaps = "-" if load.gaps is None else f"{load.gaps:,.0f}"
-        parts.append(f"<tr><td>{_e(load.name)}</td><td>{when}</td><td>{result}</td><td>{records}</td>"
-                     f"<td>{gaps}</td></tr>")  # fmt: skip
-    parts.append("</table>")
-    return "".join(parts)
+        rows.append(
+            f"<tr>{_cells(load.name, when)}<td>{result}</td>{_cells(_number(load.records), _number(load.gaps))}</tr>"
+        )
+    return _table("Loads", ("load", "last run", "result", "records", "gaps"), rows) if rows else ""
 
 
 def _audit(view: AuditView | None) -> str:
@@ -149,20 +149,18 @@ def _audit(view: AuditView | None) -> str:
            else f'<span class="down">{unexplained} unexplained</span>')
         + "</p>"
     )  # fmt: skip
-    parts.append(summary)
-    parts.append("<table id=audit><tr><th>datacenter</th><th>topic</th><th>hour (UTC)</th><th>source</th>"
-                 "<th>mirrored</th><th>aggregate</th><th>Hadoop</th><th>verdict</th><th>why</th></tr>")  # fmt: skip
+    rows = []
     for r in view.rows:
         hour = datetime.fromtimestamp(r.hour / 1000, UTC).strftime("%Y-%m-%d %H:00")
         verdict_class = "verdict-" + str(r.verdict).replace(" ", "-")
         hadoop = "-" if r.hadoop is None else f"{r.hadoop:,}"
-        parts.append(
-            f"<tr class='{verdict_class}'><td>{_e(r.datacenter)}</td><td>{_e(r.topic)}</td><td>{hour}</td>"
-            f"<td>{r.source:,}</td><td>{r.mirrored:,}</td><td>{r.aggregate:,}</td><td>{hadoop}</td>"
-            f"<td class=verdict>{_e(r.verdict)}</td><td>{_e(r.why)}</td></tr>"
+        counts = _cells(f"{r.source:,}", f"{r.mirrored:,}", f"{r.aggregate:,}", hadoop)
+        rows.append(
+            f"<tr class='{verdict_class}'>{_cells(r.datacenter, r.topic, hour)}{counts}"
+            f"<td class=verdict>{_e(r.verdict)}</td>{_cells(r.why)}</tr>"
         )
-    parts.append("</table>")
-    return "".join(parts)
+    headers = ("datacenter", "topic", "hour (UTC)", "source", "mirrored", "aggregate", "Hadoop", "verdict", "why")
+    return parts[0] + summary + _table("", headers, rows, "audit")
 
 
 def render(

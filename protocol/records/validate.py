@@ -29,6 +29,7 @@ from tributary.protocol.records.header import HEADER_SIZE, LOG_APPEND_TIME, Batc
 #: Decompressed bytes walked at a time.
 CHUNK = 64 * 1024
 _UNBOUNDED = 2**64  # above any varlong
+_KEY_AND_VALUE = ("key", "value")
 
 
 class _Walk:
@@ -91,26 +92,17 @@ class _Walk:
                         f"record {index} has timestamp {base + timestamp_delta}, "
                         f"after the batch's maxTimestamp {max_timestamp}"
                     )
-                byte = data[p]  # key length: even one-byte varints are 0..63, 1 is null
-                if byte < 0x80:
-                    if byte & 1 and byte != 1:
-                        raise CorruptRecordError(f"record {index} has a key of length {small[byte]}")
-                    p += 1 + (byte >> 1) if not byte & 1 else 1
-                else:
-                    size, p = read(data, p)
-                    if size < -1:
-                        raise CorruptRecordError(f"record {index} has a key of length {size}")
-                    p += max(size, 0)
-                byte = data[p]  # value length: even one-byte varints are 0..63, 1 is null
-                if byte < 0x80:
-                    if byte & 1 and byte != 1:
-                        raise CorruptRecordError(f"record {index} has a value of length {small[byte]}")
-                    p += 1 + (byte >> 1) if not byte & 1 else 1
-                else:
-                    size, p = read(data, p)
-                    if size < -1:
-                        raise CorruptRecordError(f"record {index} has a value of length {size}")
-                    p += max(size, 0)
+                for field in _KEY_AND_VALUE:
+                    byte = data[p]  # a length: even one-byte varints are 0..63, 1 is null
+                    if byte < 0x80:
+                        if byte & 1 and byte != 1:
+                            raise CorruptRecordError(f"record {index} has a {field} of length {small[byte]}")
+                        p += 1 + (byte >> 1) if not byte & 1 else 1
+                    else:
+                        size, p = read(data, p)
+                        if size < -1:
+                            raise CorruptRecordError(f"record {index} has a {field} of length {size}")
+                        p += max(size, 0)
                 if data[p] == 0:
                     p += 1
                 else:

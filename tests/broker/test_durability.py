@@ -317,6 +317,15 @@ def active_segment(broker: BrokerProcess, topic: str, partition: int) -> Path:
     return max(directory.glob("*.log"))
 
 
+def flip_byte(segment: Path, position: int, mask: int = 0xFF) -> None:
+    """Damage one byte of a segment file in place, as bit rot or a stray write would."""
+    with segment.open("r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ mask]))
+
+
 def batch_positions(segment: Path) -> list[tuple[int, int, int]]:
     """(file position, size, record count) of each batch in the segment file."""
     data = segment.read_bytes()
@@ -360,11 +369,7 @@ def test_recovery_drops_a_damaged_unflushed_last_batch(
         os.truncate(segment, last_pos + last_size // 2)
     else:
         # A byte of the last batch's records, inside what its CRC covers.
-        with segment.open("r+b") as f:
-            f.seek(last_pos + HEADER_SIZE + (last_size - HEADER_SIZE) // 2)
-            byte = f.read(1)
-            f.seek(-1, os.SEEK_CUR)
-            f.write(bytes([byte[0] ^ 0xFF]))
+        flip_byte(segment, last_pos + HEADER_SIZE + (last_size - HEADER_SIZE) // 2)
 
     if shutdown == "sigkill":
         broker.wait_deregistered()
@@ -409,11 +414,7 @@ def test_damage_to_flushed_data_takes_the_partition_offline_and_deletes_nothing(
     if damage == "truncate":
         os.truncate(segment, middle_pos + middle_size // 2)
     else:
-        with segment.open("r+b") as f:
-            f.seek(middle_pos + HEADER_SIZE + (middle_size - HEADER_SIZE) // 2)
-            byte = f.read(1)
-            f.seek(-1, os.SEEK_CUR)
-            f.write(bytes([byte[0] ^ 0xFF]))
+        flip_byte(segment, middle_pos + HEADER_SIZE + (middle_size - HEADER_SIZE) // 2)
     damaged = segment.read_bytes()
 
     broker.start()
@@ -474,11 +475,7 @@ def test_rot_in_a_closed_segment_is_found_by_the_scrubber_and_never_served_again
     assert len(closed) >= 2
     victim = closed[1]
     pos, size, _ = batch_positions(victim)[2]
-    with victim.open("r+b") as f:
-        f.seek(pos + HEADER_SIZE + size // 3)
-        byte = f.read(1)
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([byte[0] ^ 0x10]))
+    flip_byte(victim, pos + HEADER_SIZE + size // 3, 0x10)
     damaged = victim.read_bytes()
 
     deadline = time.monotonic() + TIMEOUT

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.test_audit import produce
+from tests.deploy.test_status import poll
 from tests.deploy.topologies import running_up, write_topology
 from tributary.deploy.appliance.topology import load_topology
 from tributary.deploy.audit.model import HOUR_MS
@@ -44,14 +45,13 @@ def chromium(profile: Path, *args: str) -> str:
 
 def seen(profile: Path, url: str, predicate: str, timeout: float = 60.0) -> str:
     """The page's rendered DOM once ``predicate`` (a regular expression) is on it."""
-    deadline = time.monotonic() + timeout
-    dom = ""
-    while time.monotonic() < deadline:
+
+    def rendered() -> str | None:
         dom = chromium(profile, "--dump-dom", url)
-        if re.search(predicate, dom, re.S):
-            return dom
-        time.sleep(1)
-    raise AssertionError(f"{predicate!r} never showed on {url}:\n{dom[-3000:]}")
+        return dom if re.search(predicate, dom, re.S) else None
+
+    found: str = poll(rendered, timeout, f"{predicate!r} on {url}")
+    return found
 
 
 def test_the_console_shows_the_appliance_its_audit_and_a_broker_that_stops(tmp_path: Path) -> None:
