@@ -20,10 +20,9 @@ from typing import Any, Protocol
 
 from kazoo.client import KazooClient
 
+from tributary.deploy.appliance.launcher import ZOOKEEPER_JAR, zookeeper_command
 from tributary.testing.ports import free_port
 
-ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
-ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
 # Short ticks let tests negotiate short sessions (the server allows 2..20 ticks).
 TICK_TIME_MS = 200
 START_TIMEOUT = 30.0
@@ -140,16 +139,7 @@ class LocalZooKeeper:
             config = self._write_config()
             self._log = (self._workdir / "zookeeper.log").open("ab")
             self._process = subprocess.Popen(
-                [
-                    java,
-                    "-Xmx256m",
-                    "-XX:+UseSerialGC",
-                    "-XX:TieredStopAtLevel=1",
-                    "-cp",
-                    f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",
-                    "org.apache.zookeeper.server.ZooKeeperServerMain",
-                    str(config),
-                ],
+                zookeeper_command(config, java),
                 cwd=self._workdir,
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,

@@ -48,6 +48,21 @@ from tributary.deploy.tables import render_table
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
+
+
+def zookeeper_command(config: Path, java: str | None = None) -> list[str]:
+    """Debian's ZooKeeper server on ``config``, in a small JVM (a single server for tests and
+    one-machine appliances, not a production ensemble)."""
+    return [
+        java or shutil.which("java") or "java",
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-cp",
+        f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",
+        "org.apache.zookeeper.server.ZooKeeperServerMain",
+        str(config),
+    ]
 # How long a restarted broker waits for its old registration to go; the broker's
 # default ZooKeeper session timeout is 18 s.
 REGISTRATION_WAIT = 60.0
@@ -111,16 +126,7 @@ def zookeeper_components(topology: Topology) -> list[Component]:
         host, port = split_address(server)
         data_dir = clusters[0].zookeeper.data_dir
         config = topology.run_dir / "config" / (name.replace("/", "-") + ".cfg")
-        argv = [
-            shutil.which("java") or "java",
-            "-Xmx256m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-cp",
-            f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}",
-            "org.apache.zookeeper.server.ZooKeeperServerMain",
-            str(config),
-        ]
+        argv = zookeeper_command(config)
         spec = ChildSpec(name, argv, _log_path(topology.run_dir, name), cwd=data_dir)
         detail = "chroots " + ", ".join(c.zookeeper.chroot or "/" for c in clusters)
         text = "\n".join(

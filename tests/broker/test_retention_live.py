@@ -8,8 +8,6 @@ to the first remaining segment, clients reset as configured, and the broker goes
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -24,31 +22,15 @@ from tests.broker.wire_helpers import (
     list_offset,
     produce,
 )
-from tests.fixtures.zookeeper import ZooKeeperHandle
+from tests.fixtures.brokers import RETENTION_BYTES
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.records import iter_batches, iter_records
-from tributary.testing.cluster import BrokerProcess, Cluster, start_cluster
+from tributary.testing.cluster import BrokerProcess, Cluster
 from tributary.testing.wire import WireConnection
 
 TIMEOUT = 20.0
-SEGMENT_BYTES = 64 * 1024
-RETENTION_BYTES = 4 * SEGMENT_BYTES
 BATCHES, PER_BATCH, VALUE_SIZE = 120, 100, 100
 HOUR_MS = 3_600_000
-
-
-@pytest.fixture
-def retaining_broker(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[Cluster]:
-    yield from start_cluster(
-        zookeeper.hosts,
-        tmp_path,
-        1,
-        {
-            "log.segment.bytes": str(SEGMENT_BYTES),
-            "log.retention.bytes": str(RETENTION_BYTES),
-            "log.retention.check.interval.ms": "200",
-        },
-    )
 
 
 def value_of(offset: int) -> bytes:

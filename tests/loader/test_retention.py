@@ -6,33 +6,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.client.blocking import BlockingFetcher
-from tributary.testing.cluster import Cluster, start_cluster
+from tributary.testing.cluster import Cluster
 
 from .conftest import create_topics, loaded_keys, manifests, produce, run_load, unique
-
-SEGMENT_BYTES = 64 * 1024
-RETENTION_BYTES = 4 * SEGMENT_BYTES
-
-
-@pytest.fixture
-def retaining_cluster(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[Cluster]:
-    yield from start_cluster(
-        zookeeper.hosts,
-        tmp_path,
-        1,
-        {
-            "log.segment.bytes": str(SEGMENT_BYTES),
-            "log.retention.bytes": str(RETENTION_BYTES),
-            "log.retention.check.interval.ms": "200",
-        },
-    )
 
 
 def wait_for_earliest_above(bootstrap: str, topic: str, offset: int, timeout: float = 30.0) -> int:
@@ -46,8 +25,8 @@ def wait_for_earliest_above(bootstrap: str, topic: str, offset: int, timeout: fl
             time.sleep(0.1)
 
 
-def test_a_gap_fails_the_run_or_is_recorded(retaining_cluster: Cluster, tmp_path: Path) -> None:
-    bootstrap = retaining_cluster.bootstrap
+def test_a_gap_fails_the_run_or_is_recorded(retaining_broker: Cluster, tmp_path: Path) -> None:
+    bootstrap = retaining_broker.bootstrap
     topic = unique("east.logs")
     create_topics(bootstrap, [topic], partitions=1)
     output = tmp_path / "warehouse"
