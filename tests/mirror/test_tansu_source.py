@@ -101,6 +101,12 @@ def wait_count(mirror: MirrorProcess, bootstrap: str, topic: str, count: int, wh
     wait_for(copied, 60, what, mirror.log_tail)
 
 
+def copied_exactly(tansu: TansuBroker, aggregate: Cluster, topic: str) -> int:
+    """The records the aggregate holds, once its batches are the source's, byte for byte."""
+    source = read_until_idle(tansu.bootstrap, topic, PARTITIONS)
+    return assert_same_batches(source, read_batches(aggregate.bootstrap, f"{ALIAS}.{topic}"))
+
+
 def test_mirror_from_tansu(tansu: TansuBroker, single_broker: Cluster, tmp_path: Path) -> None:
     topic = create_and_fill(tansu, 2000)
     mirror = MirrorProcess(tansu.bootstrap, ALIAS, single_broker.bootstrap, tmp_path / "mirror.log",
@@ -114,9 +120,7 @@ def test_mirror_from_tansu(tansu: TansuBroker, single_broker: Cluster, tmp_path:
     finally:
         if mirror.running():
             mirror.kill()
-    source = read_until_idle(tansu.bootstrap, topic, PARTITIONS)
-    aggregate = read_batches(single_broker.bootstrap, f"{ALIAS}.{topic}")
-    assert assert_same_batches(source, aggregate) == 3000
+    assert copied_exactly(tansu, single_broker, topic) == 3000
 
 
 def test_restart_after_kill_reconciles_with_tansu(tansu: TansuBroker, single_broker: Cluster, tmp_path: Path) -> None:
@@ -137,6 +141,4 @@ def test_restart_after_kill_reconciles_with_tansu(tansu: TansuBroker, single_bro
     finally:
         if mirror.running():
             mirror.kill()
-    source = read_until_idle(tansu.bootstrap, topic, PARTITIONS)
-    aggregate = read_batches(single_broker.bootstrap, f"{ALIAS}.{topic}")
-    assert assert_same_batches(source, aggregate) == 2500
+    assert copied_exactly(tansu, single_broker, topic) == 2500

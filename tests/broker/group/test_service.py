@@ -59,10 +59,7 @@ async def service(storage: MemoryStorage) -> AsyncIterator[GroupService]:
     ``autojump_clock``: pytest-trio takes the clock from the test's own arguments."""
     svc = GroupService(GroupCoordinator(CONFIG), storage, clock_ms)
     async with trio.open_nursery() as nursery:
-        await nursery.start(svc.run)
-        for partition in range(CONFIG.offsets_topic_partitions):
-            svc.partition_gained(partition)
-        await wait_loaded(svc)
+        await lead_everything(nursery, svc)
         yield svc
         nursery.cancel_scope.cancel()
 
@@ -70,6 +67,14 @@ async def service(storage: MemoryStorage) -> AsyncIterator[GroupService]:
 async def wait_loaded(svc: GroupService) -> None:
     while any(svc.coordinator.is_loading(p) for p in svc.coordinator.owned_partitions):
         await trio.sleep(0.01)
+
+
+async def lead_everything(nursery: trio.Nursery, svc: GroupService) -> None:
+    """Run ``svc`` in ``nursery``, leading every offsets partition, until all are loaded."""
+    await nursery.start(svc.run)
+    for partition in range(CONFIG.offsets_topic_partitions):
+        svc.partition_gained(partition)
+    await wait_loaded(svc)
 
 
 def join_request(member_id: str = "", instance: str | None = None) -> JoinRequest:
@@ -176,10 +181,7 @@ async def test_replies_wait_for_the_flush(
 async def test_load_in_progress_then_loaded(storage: MemoryStorage, autojump_clock: trio.testing.MockClock) -> None:
     first = GroupService(GroupCoordinator(CONFIG), storage, clock_ms)
     async with trio.open_nursery() as nursery:
-        await nursery.start(first.run)
-        for partition in range(CONFIG.offsets_topic_partitions):
-            first.partition_gained(partition)
-        await wait_loaded(first)
+        await lead_everything(nursery, first)
         await first.commit(CommitRequest("g", "", None, -1, {("t", 0): OffsetAndMetadata(9)}))
         nursery.cancel_scope.cancel()
 

@@ -44,13 +44,19 @@ def _recovered_segments(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return recovered
 
 
-def test_a_torn_tail_is_cut_at_the_last_whole_batch(tmp_path: Path) -> None:
-    rng = random.Random(11)
-    path = tmp_path / "t-0"
+def _crashed(path: Path) -> tuple[list[int], bytes, bytes]:
+    """A filled log dropped as a killed process would: its batch boundaries, what it served,
+    and its segment file as the crash left it."""
     log, boundaries = _filled(path)
     good = read_all(log)
     crash(log)
-    pristine = (path / LOG0).read_bytes()
+    return boundaries, good, (path / LOG0).read_bytes()
+
+
+def test_a_torn_tail_is_cut_at_the_last_whole_batch(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    path = tmp_path / "t-0"
+    boundaries, good, pristine = _crashed(path)
     offsets = [0] + [h.next_offset for h in headers(good)]
     for _ in range(40):
         cut = rng.randrange(boundaries[-8], boundaries[-1])
@@ -67,10 +73,7 @@ def test_a_torn_tail_is_cut_at_the_last_whole_batch(tmp_path: Path) -> None:
 def test_a_corrupt_byte_in_the_last_batch_loses_that_batch_only(tmp_path: Path) -> None:
     rng = random.Random(12)
     path = tmp_path / "t-0"
-    log, boundaries = _filled(path)
-    good = read_all(log)
-    crash(log)
-    pristine = (path / LOG0).read_bytes()
+    boundaries, good, pristine = _crashed(path)
     last = boundaries[-2]
     # From batchLength on, every byte but partitionLeaderEpoch is checked:
     # length by the walk, magic by the header check, the rest by the CRC.
