@@ -154,6 +154,11 @@ class Cluster:
             if b.proc is not None and b.proc.poll() is None:
                 b.stop()
 
+    def restart(self) -> None:
+        """Every broker stopped (SIGTERM, a clean shutdown), then all started again."""
+        self.stop()
+        self.start()
+
     def __enter__(self) -> Cluster:
         try:
             self.start()

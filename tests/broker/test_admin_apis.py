@@ -277,12 +277,7 @@ def test_kafka_python_describe_and_alter_configs(
 
 def test_configs_survive_a_restart_of_every_broker(cluster: Cluster, admin: AdminClient) -> None:
     topic = new_topic(admin, 2, {"retention.ms": "123456"})
-    for broker in cluster.brokers:
-        broker.stop()
-    for broker in cluster.brokers:
-        broker.start()
-    for broker in cluster.brokers:
-        broker.wait_ready(expected_brokers=3)
+    cluster.restart()
     fresh = AdminClient({"bootstrap.servers": cluster.bootstrap})
     assert described(fresh, topic)["retention.ms"].value == "123456"
 
@@ -344,12 +339,7 @@ def test_kafka_python_delete_groups_and_offsets_stay_deleted_after_restart(
     assert kp_admin.delete_groups([group]) == {group: "GroupIdNotFoundError"}
     # The tombstones are in __consumer_offsets: a restarted coordinator does not bring the group back.
     kp_admin.close()  # before its brokers go: it would leave sockets of failed reconnections behind
-    for broker in cluster.brokers:
-        broker.stop()
-    for broker in cluster.brokers:
-        broker.start()
-    for broker in cluster.brokers:
-        broker.wait_ready(expected_brokers=3)
+    cluster.restart()
     # After a whole-cluster restart the group's coordinator answers NOT_COORDINATOR or
     # COORDINATOR_LOAD_IN_PROGRESS until it has taken over and loaded its __consumer_offsets
     # partition (as in Kafka; clients retry): wait for it, then look.

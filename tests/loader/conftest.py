@@ -152,10 +152,14 @@ def run_load(
         env=env,
         start_new_session=True,
     )
+    return finish_in_group(proc, timeout)
+
+
+def finish_in_group(proc: subprocess.Popen[bytes], timeout: float = LOAD_TIMEOUT) -> LoadRun:
+    """Its output once it exits; whatever the driver left (a JVM, Python workers) goes with its group."""
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:
-        # Whatever the driver left (a JVM, Python workers) goes with its group.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

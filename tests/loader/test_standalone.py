@@ -9,9 +9,7 @@ Two runs share one cluster: each Spark start costs seconds on two cores.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +20,16 @@ import pytest
 
 from tributary.testing.cluster import Cluster
 
-from .conftest import LOAD_TIMEOUT, commits, create_topics, load_command, loaded_keys, produce, run_load, unique
+from .conftest import (
+    commits,
+    create_topics,
+    finish_in_group,
+    load_command,
+    loaded_keys,
+    produce,
+    run_load,
+    unique,
+)
 from .spark_standalone import SparkStandalone, spark_standalone
 
 FIRST_MS = 1_709_326_800_000
@@ -57,13 +64,8 @@ def cluster_load(
 
 
 def finish(process: subprocess.Popen[bytes]) -> tuple[int, str]:
-    try:
-        out, err = process.communicate(timeout=LOAD_TIMEOUT)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    return process.returncode, out.decode(errors="replace") + err.decode(errors="replace")
+    run = finish_in_group(process)
+    return run.returncode, run.stdout + run.stderr
 
 
 def wait_for_pause(markers: Path, process: subprocess.Popen[bytes]) -> int:
