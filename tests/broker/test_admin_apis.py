@@ -31,18 +31,15 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
+from kafka import TopicPartition as KPTopicPartition
+from kafka.admin import ConfigResource as KPConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient
+from kafka.errors import GroupSubscribedToTopicError, InvalidPartitionsError, NoError
 from kazoo.client import KazooClient
 
 from tests.fixtures.brokers import module_cluster
 from tests.fixtures.zookeeper import ZooKeeperServer
 from tributary.testing.cluster import Cluster
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)  # raised by kafka-python's package import
-    from kafka import TopicPartition as KPTopicPartition
-    from kafka.admin import ConfigResource as KPConfigResource
-    from kafka.admin import ConfigResourceType, KafkaAdminClient
-    from kafka.errors import GroupSubscribedToTopicError, InvalidPartitionsError, NoError
 
 TIMEOUT = 30.0
 SETTINGS = {

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
+from kafka import TopicPartition as KPTopicPartition
+from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.protocol import codec
@@ -36,12 +38,6 @@ from tributary.protocol.messages import (
 )
 from tributary.testing.cluster import Cluster, start_cluster
 from tributary.testing.wire import WireConnection
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)  # raised by kafka-python's package import
-    from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
-    from kafka import TopicPartition as KPTopicPartition
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 TOPIC = "grouped"
 PARTITIONS = 12

@@ -24,6 +24,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+# kafka-python 3.0.12 loads its JSON definitions with importlib.resources.read_text,
+# deprecated in Python 3.11; pytest turns that warning into an error.
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.coordinator.assignors.sticky.user_data import StickyAssignorUserData as KpStickyUserData
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment as KpAssignment
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as KpSubscription
+
 from tributary.client.group.assignors import (
     ASSIGNORS,
     CooperativeStickyAssignor,
@@ -44,16 +52,6 @@ from tributary.client.group.assignors import (
 from tributary.client.group.assignors.model import java_order
 from tributary.client.group.assignors.sticky_general import balance_score
 from tributary.protocol.errors import ProtocolError
-
-# kafka-python 3.0.12 loads its JSON definitions with importlib.resources.read_text,
-# deprecated in Python 3.11; pytest turns that warning into an error.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
-    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-    from kafka.coordinator.assignors.sticky.user_data import StickyAssignorUserData as KpStickyUserData
-    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment as KpAssignment
-    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as KpSubscription
 
 Plan = dict[str, list[TopicPartition]]
 S = MemberSubscription

@@ -4,16 +4,13 @@ three-broker cluster. Its producer is idempotent by default (acks=all, InitProdu
 from __future__ import annotations
 
 import time
-import warnings
 from collections import defaultdict
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from tests.interop.wire import broker_by_id, create_topics, stored_batches, wait_for_topic
 from tributary.protocol.murmur2 import partition_for_key
 from tributary.testing.cluster import Cluster
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)  # raised by kafka-python's package import
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 TOPIC = "kp-three"
 PARTITIONS = 3

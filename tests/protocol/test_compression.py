@@ -4,7 +4,6 @@ import gzip
 import os
 import struct
 import sys
-import warnings
 from collections.abc import Callable
 
 import cramjam
@@ -13,13 +12,10 @@ import pytest
 import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
+from kafka import codec as kafka_codec
 
 from tributary.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
 from tributary.protocol.errors import CodecUnavailableError, CorruptRecordError, ProtocolError
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)  # raised by kafka-python's package import
-    from kafka import codec as kafka_codec
 
 CODECS = list(Compression)
 COMPRESSED = [c for c in Compression if c is not Compression.NONE]

@@ -17,11 +17,17 @@ converter, and assert field values one by one.
 from __future__ import annotations
 
 import uuid
-import warnings
 from collections.abc import Callable
 from typing import Any
 
+# kafka-python 3.0.12 loads its JSON definitions with importlib.resources.read_text,
+# deprecated in Python 3.11; pytest turns that warning into an error.
+import kafka.protocol.admin as kp_admin
+import kafka.protocol.consumer as kp_consumer
+import kafka.protocol.metadata as kp_metadata
+import kafka.protocol.producer as kp_producer
 import pytest
+from kafka.protocol.schemas.fields.codecs import BitField
 
 from tributary.protocol import codec, headers
 from tributary.protocol.framing import FrameDecoder
@@ -80,16 +86,6 @@ from tributary.protocol.messages import (
 )
 from tributary.protocol.primitives import NULL_UUID
 from tributary.protocol.schema import Struct
-
-# kafka-python 3.0.12 loads its JSON definitions with importlib.resources.read_text,
-# deprecated in Python 3.11; pytest turns that warning into an error.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import kafka.protocol.admin as kp_admin
-    import kafka.protocol.consumer as kp_consumer
-    import kafka.protocol.metadata as kp_metadata
-    import kafka.protocol.producer as kp_producer
-    from kafka.protocol.schemas.fields.codecs import BitField
 
 # kafka-python's message classes by name (they share ours).
 KP: dict[str, Any] = {

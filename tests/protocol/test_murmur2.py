@@ -1,18 +1,14 @@
 from __future__ import annotations
 
-import warnings
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tributary.protocol.murmur2 import murmur2, partition_for_key
-
 # kafka-python's package import trips a DeprecationWarning of its own (and
 # pytest turns warnings into errors).
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
+from tributary.protocol.murmur2 import murmur2, partition_for_key
 
 # Apache Kafka's UtilsTest.testMurmur2 (clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java).
 JAVA_VECTORS = [

@@ -4,13 +4,15 @@ import contextlib
 import dataclasses
 import struct
 import time
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
 
 from tributary.protocol.compression import Compression
 from tributary.protocol.crc32c import crc32c
@@ -39,12 +41,6 @@ from tributary.protocol.records import (
     validate_batch,
     verify_crc,
 )
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)  # raised by kafka-python's package import
-    from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-    from kafka.record.legacy_records import LegacyRecordBatchBuilder
-    from kafka.record.memory_records import MemoryRecords
 
 CODECS = list(Compression)
 T0 = 1_700_000_000_000
