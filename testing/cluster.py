@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -25,6 +25,8 @@ from tributary.testing.wire import request
 
 #: How long a broker may take to answer Metadata after its start.
 START_TIMEOUT = 30.0
+#: Metadata v8: the newest every broker this kit starts answers, leader epochs included.
+METADATA_VERSION = 8
 
 
 class BrokerProcess(ChildProcess):
@@ -177,3 +179,32 @@ def start_cluster(
     """A running :class:`Cluster` for the length of a generator fixture (``yield from``)."""
     with Cluster(zookeeper, root, size, extra, metrics=metrics) as cluster:
         yield cluster
+
+
+def wait_for_leaders(
+    brokers: Sequence[BrokerProcess], topic: str, partitions: int, timeout: float = START_TIMEOUT
+) -> dict[int, int]:
+    """partition -> leader, once every broker's Metadata gives each of ``topic``'s ``partitions``
+    a live leader, the same in every view. (Brokers learn of a new topic, and of leadership
+    changes, from ZooKeeper each on its own: right after CreateTopics or a restart one may
+    already name the leader while another does not know it yet.)"""
+    metadata = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+    )
+    deadline = time.monotonic() + timeout
+    views: list[dict[int, int]] = []
+    for broker in brokers:
+        while True:
+            response = request(broker.address, metadata, METADATA_VERSION)
+            (found,) = response.topics
+            live = {b.node_id for b in response.brokers}
+            leaders = {p.partition_index: p.leader_id for p in found.partitions}
+            if found.error_code == 0 and len(leaders) == partitions and set(leaders.values()) <= live:
+                views.append(leaders)
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"broker {broker.broker_id}: {topic} has partitions without a live leader: {found}")
+            time.sleep(0.05)
+    if any(view != views[0] for view in views):
+        raise AssertionError(f"the brokers disagree on the leaders of {topic}: {views}")
+    return views[0]

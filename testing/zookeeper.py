@@ -52,7 +52,8 @@ def _four_letter(host: str, port: int, command: bytes, timeout: float = 1.0) -> 
         return b"".join(chunks)
 
 
-def _serving(host: str, port: int) -> bool:
+def serving(host: str, port: int) -> bool:
+    """Whether a ZooKeeper server answers on host:port with its database loaded."""
     try:
         # `srvr` (unlike `ruok`) answers "not currently serving" until the database is loaded.
         return b"Mode:" in _four_letter(host, port, b"srvr")
@@ -62,7 +63,7 @@ def _serving(host: str, port: int) -> bool:
 
 def _wait_serving(host: str, port: int, deadline: float, alive: Any = None) -> None:
     delay = 0.02
-    while not _serving(host, port):
+    while not serving(host, port):
         if alive is not None and not alive():
             raise RuntimeError(f"ZooKeeper on port {port} exited while starting")
         if time.monotonic() > deadline:

@@ -19,7 +19,6 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Pro
 from tests.broker.wire_helpers import (
     EARLIEST,
     LATEST,
-    METADATA_V,
     batch,
     connect,
     create_topics,
@@ -31,9 +30,9 @@ from tests.broker.wire_helpers import (
 )
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.protocol.error_codes import ErrorCode
-from tributary.protocol.messages import CreateTopicsRequest, MetadataRequest
+from tributary.protocol.messages import CreateTopicsRequest
 from tributary.protocol.records import HEADER_SIZE, iter_batches, iter_records
-from tributary.testing.cluster import BrokerProcess, Cluster, start_cluster
+from tributary.testing.cluster import BrokerProcess, Cluster, start_cluster, wait_for_leaders
 
 TIMEOUT = 30.0
 # Short ZooKeeper sessions, so a killed broker's registration expires within a test's time.
@@ -49,32 +48,6 @@ def create_named_topic(broker: BrokerProcess, topic: str, partitions: int) -> No
             conn, CreateTopicsRequest.CreatableTopic(name=topic, num_partitions=partitions, replication_factor=1)
         )
     assert created == {topic: ErrorCode.NONE}
-
-
-def wait_for_leaders(brokers: list[BrokerProcess], topic: str, partitions: int) -> dict[int, int]:
-    """partition -> leader, once every broker's view gives each partition of ``topic`` a live
-    leader, the same in all views. (Brokers learn leadership changes from ZooKeeper each on its
-    own: right after a restart one may already name the new leader while the leader itself does
-    not know yet, and answers NOT_LEADER_OR_FOLLOWER.)"""
-    deadline = time.monotonic() + TIMEOUT
-    request = MetadataRequest(
-        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
-    )
-    views = []
-    for broker in brokers:
-        while True:
-            with connect(broker) as conn:
-                response = conn.request(request, METADATA_V)
-            (found,) = response.topics
-            live = {b.node_id for b in response.brokers}
-            leaders = {p.partition_index: p.leader_id for p in found.partitions}
-            if found.error_code == ErrorCode.NONE and len(leaders) == partitions and set(leaders.values()) <= live:
-                views.append(leaders)
-                break
-            assert time.monotonic() < deadline, f"{topic} has partitions without a live leader: {response}"
-            time.sleep(0.05)
-    assert all(view == views[0] for view in views), views
-    return views[0]
 
 
 def offset_of(broker: BrokerProcess, topic: str, partition: int, which: int) -> int:

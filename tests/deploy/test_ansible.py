@@ -50,6 +50,7 @@ from tests.wheel import build_wheel
 from tributary.protocol.messages import MetadataRequest
 from tributary.testing.ports import free_ports
 from tributary.testing.wire import request
+from tributary.testing.zookeeper import serving
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_DIR = REPO / "ansible"
@@ -276,17 +277,6 @@ def wait_until(condition: Any, what: str, timeout: float = START_TIMEOUT, childr
         delay = min(delay * 2, 0.5)
 
 
-def zookeeper_serving(host: str, port: int) -> bool:
-    import socket  # noqa: PLC0415
-
-    try:
-        with socket.create_connection((host, port), timeout=1) as sock:
-            sock.sendall(b"srvr")
-            return b"Mode:" in sock.recv(4096)
-    except OSError:
-        return False
-
-
 def cluster_brokers(host: str, port: int) -> int:
     """How many brokers the cluster's metadata lists (0 while not answering or leaderless)."""
     try:
@@ -490,7 +480,7 @@ def test_site_playbook_deploys_a_running_appliance(deployed: dict[str, Any]) -> 
         # ZooKeeper first, as systemd's ordering would after boot.
         zookeepers = [supervisor.start(unit(dc, f"tributary-zookeeper-{dc}.service")) for dc in HOSTS]
         for dc, host in HOSTS.items():
-            wait_until(lambda h=host, p=plan.zookeeper[dc]: zookeeper_serving(h, p), f"ZooKeeper {dc}",
+            wait_until(lambda h=host, p=plan.zookeeper[dc]: serving(h, p), f"ZooKeeper {dc}",
                        children=zookeepers)  # fmt: skip
         brokers = [
             supervisor.start(unit(dc, f"tributary-broker-{dc}-{i}.service"))

@@ -3,13 +3,12 @@ leaders, and the batches a broker stores (to see what a client actually sent).""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 from tributary.protocol.error_codes import ErrorCode
-from tributary.protocol.messages import CreateTopicsRequest, FetchRequest, MetadataRequest
+from tributary.protocol.messages import CreateTopicsRequest, FetchRequest
 from tributary.protocol.records import BatchHeader, iter_batches
-from tributary.testing.cluster import BrokerProcess, Cluster
+from tributary.testing.cluster import BrokerProcess, Cluster, wait_for_leaders
 from tributary.testing.wire import WireConnection
 
 TIMEOUT = 30.0
@@ -30,26 +29,8 @@ def create_topics(cluster: Cluster, topics: dict[str, int]) -> None:
 
 
 def wait_for_topic(cluster: Cluster, topic: str, partitions: int) -> dict[int, int]:
-    """partition -> leader, once every broker's metadata lists ``topic`` with a leader for each
-    partition. CreateTopics answers once the topic is in the answering broker's view; the others
-    learn of it from ZooKeeper a moment later, as in Kafka."""
-    request = MetadataRequest(
-        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
-    )
-    deadline = time.monotonic() + TIMEOUT
-    views: list[dict[int, int]] = []
-    for broker in cluster.brokers:
-        while True:
-            with WireConnection(*broker.address) as conn:
-                (found,) = conn.request(request, 8).topics
-            leaders = {p.partition_index: p.leader_id for p in found.partitions}
-            if found.error_code == ErrorCode.NONE and len(leaders) == partitions and min(leaders.values()) >= 0:
-                views.append(leaders)
-                break
-            assert time.monotonic() < deadline, f"broker {broker.broker_id} does not know {topic} yet: {found}"
-            time.sleep(0.05)
-    assert all(view == views[0] for view in views), views
-    return views[0]
+    """partition -> leader, once every broker lists ``topic`` with the same live leaders."""
+    return wait_for_leaders(cluster.brokers, topic, partitions)
 
 
 def broker_by_id(cluster: Cluster, broker_id: int) -> BrokerProcess:
