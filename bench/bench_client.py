@@ -70,6 +70,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tributary.client.consumer.consumer import Consumer
 from tributary.client.producer.producer import Producer, RecordHandle
 from tributary.client.wire.metadata import TopicPartition as ClientTopicPartition
+from tributary.testing.polling import eventually
 
 from . import common
 from .bench_records import make_corpus
@@ -378,11 +379,7 @@ class _Settle:
 
 
 def _wait(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} did not happen within {timeout:g} s")
-        time.sleep(0.002)
+    eventually(condition, timeout, what, interval=0.002)
 
 
 def rebalance_theirs(bootstrap: str, topic: str, group: str, strategy: str) -> float:

@@ -12,13 +12,15 @@ talking to it) needs, nothing mocked.
 - :mod:`~tributary.testing.pytest_plugin`: the ``tributary_zookeeper`` and ``tributary_cluster``
   fixtures.
 - :mod:`~tributary.testing.wire`: one Kafka request, one response, on a blocking socket.
+- :mod:`~tributary.testing.polling`: ``eventually``, for state a test cannot be told about.
 
 docs/testing.md shows a user's test file. Nothing in the product imports this package.
 """
 
-from tributary.testing.cluster import BrokerProcess, Cluster, start_cluster
+from tributary.testing.cluster import BrokerProcess, Cluster, start_cluster, wait_for_leaders
 from tributary.testing.fault_proxy import FaultyProxy, LinkMode, ProxyThread
 from tributary.testing.history import History, Verdict, produce_sequence, read_partitions, sequence_value
+from tributary.testing.polling import eventually
 from tributary.testing.zookeeper import LocalZooKeeper, new_chroot
 
 __all__ = [
@@ -30,9 +32,11 @@ __all__ = [
     "LocalZooKeeper",
     "ProxyThread",
     "Verdict",
+    "eventually",
     "new_chroot",
     "produce_sequence",
     "read_partitions",
     "sequence_value",
     "start_cluster",
+    "wait_for_leaders",
 ]

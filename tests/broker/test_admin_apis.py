@@ -12,7 +12,6 @@ behave, deleted groups lose their committed offsets.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -40,6 +39,7 @@ from kazoo.client import KazooClient
 from tests.fixtures.brokers import module_cluster
 from tests.fixtures.zookeeper import ZooKeeperServer
 from tributary.testing.cluster import Cluster
+from tributary.testing.polling import eventually
 
 TIMEOUT = 30.0
 SETTINGS = {
@@ -72,14 +72,7 @@ def kp_admin(cluster: Cluster) -> Iterator[KafkaAdminClient]:
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = TIMEOUT) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    return eventually(probe, timeout, what)
 
 
 def new_topic(admin: AdminClient, partitions: int, configs: dict[str, str] | None = None) -> str:

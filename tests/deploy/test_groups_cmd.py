@@ -18,6 +18,7 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 from tests.fixtures.brokers import module_cluster
 from tests.fixtures.zookeeper import ZooKeeperServer
 from tributary.testing.cluster import Cluster
+from tributary.testing.polling import eventually
 
 from .cli_runner import Result, assert_one_line_error, tributary
 
@@ -36,12 +37,7 @@ def groups(capsys: pytest.CaptureFixture[str], cluster: Cluster, *argv: str) -> 
 
 
 def wait_for(what: str, probe: Callable[[], T | None]) -> T:
-    deadline = time.monotonic() + TIMEOUT
-    while (value := probe()) is None:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return value
+    return eventually(probe, TIMEOUT, what)
 
 
 def make_topic(capsys: pytest.CaptureFixture[str], cluster: Cluster, counts: dict[int, int]) -> str:

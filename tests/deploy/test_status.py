@@ -8,12 +8,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 from tributary.deploy.appliance.topology import load_topology
+from tributary.testing.polling import eventually
 
 from .topologies import running_up, write_topology
 
@@ -44,14 +44,7 @@ def topic(report: dict[str, Any], cluster: str, name: str) -> dict[str, Any] | N
 
 
 def poll(condition: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = condition()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"{what} not within {timeout} s (last: {last})")
+    return eventually(condition, timeout, what, interval=0.5)
 
 
 def test_status_shows_everything_up_mirror_lag_and_a_restarted_mirror(tmp_path: Path) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 
 from confluent_kafka import Producer
 
 from tributary.client.blocking import BlockingFetcher
 from tributary.protocol.records import HEADER_SIZE, BatchHeader, iter_records
+from tributary.testing.polling import eventually
 
 Batch = tuple[BatchHeader, bytes]
 
@@ -40,11 +40,7 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str, on_timeout: Callable[[], str] = str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{on_timeout()}")
-        time.sleep(0.2)
+    eventually(predicate, timeout, what, interval=0.2, detail=on_timeout)
 
 
 def copied_everything(source: str, target: str, alias: str, topic: str) -> bool:
