@@ -646,7 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ctx = Context(broker.bootstrap, broker, args.quick, small, large, profile)
                 results = {name: run_shape(ctx, name, rounds) for name in selected if name in SHAPES}
                 rebalances = {name: run_rebalance(ctx, name, rounds) for name in selected if name in REBALANCES}
-    except (KafkaException, RuntimeError, TimeoutError, OSError) as exc:
+    except (KafkaException, RuntimeError, TimeoutError, AssertionError, OSError) as exc:
         log(f"failed: {exc!r}; scratch directory kept: {root}")
         return 1
     shutil.rmtree(root, ignore_errors=True)
