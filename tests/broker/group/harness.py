@@ -132,6 +132,14 @@ class Harness:
         assert isinstance(result, JoinResult)
         return result
 
+    def two_joined(self) -> tuple[str, str, int]:
+        """Two members joined together and the first generation formed (after the initial
+        rebalance delay, twice over): (leader, follower, generation), neither synced yet."""
+        a, b = self.new_member(), self.new_member()
+        ta, _tb = self.join(a), self.join(b)
+        self.advance(2 * self.coordinator.config.initial_rebalance_delay_ms)
+        return a, b, self.join_result(ta).generation_id
+
     def new_member(self, **kwargs: Any) -> str:
         """The MEMBER_ID_REQUIRED round trip: the member id to join with."""
         result = self.join_result(self.join(**kwargs))

@@ -326,10 +326,7 @@ def test_late_joiner_triggers_a_rebalance_of_the_stable_group() -> None:
 
 def test_late_joiner_while_completing_sends_waiting_syncs_back() -> None:
     h = Harness()
-    a, b = h.new_member(), h.new_member()
-    ta, _tb = h.join(a), h.join(b)
-    h.advance(2 * DELAY)
-    generation = h.join_result(ta).generation_id
+    a, b, generation = h.two_joined()
     follower_sync = h.sync(b, generation)
     assert h.pending(follower_sync)
     assert h.heartbeat(b, generation) == ErrorCode.NONE  # CompletingRebalance: heartbeats are fine
@@ -359,10 +356,7 @@ def test_followers_wait_for_the_leaders_assignment() -> None:
 
 def test_members_that_never_sync_are_removed() -> None:
     h = Harness()
-    a, b = h.new_member(), h.new_member()
-    ta, _tb = h.join(a), h.join(b)
-    h.advance(2 * DELAY)
-    generation = h.join_result(ta).generation_id
+    a, b, generation = h.two_joined()
     sb = h.sync(b, generation)
     for _ in range(REBALANCE // (SESSION // 2) + 1):
         h.advance(SESSION // 2)
@@ -409,10 +403,7 @@ def test_generation_checks() -> None:
 
 def test_storing_the_assignment_fails() -> None:
     h = Harness()
-    a, b = h.new_member(), h.new_member()
-    ta, _tb = h.join(a), h.join(b)
-    h.advance(2 * DELAY)
-    generation = h.join_result(ta).generation_id
+    a, b, generation = h.two_joined()
     sb = h.sync(b, generation)
     h.write_error = ErrorCode.NOT_LEADER_OR_FOLLOWER
     sa = h.sync(a, generation, {a: b"x", b: b"y"})
