@@ -764,15 +764,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="rounds per shape (default 9 for produce-batch*, 5 for the others; 1 with --quick)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR", help="sample Tributary with py-spy")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR", help="run Tributary under cProfile")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, data)")
-    parser.add_argument(
-        "--from-json", type=Path, default=None, metavar="FILE", help="print the tables of a --json file"
-    )
+    common.add_process_arguments(parser, "sample Tributary with py-spy")
     args = parser.parse_args(argv)
-    if args.from_json is not None:
-        print(render(json.loads(args.from_json.read_text())))
+    if common.replayed(args, render):
         return 0
     selected = {s.strip() for s in args.shapes.split(",") if s.strip()}
     unknown = selected - set(SHAPES)

@@ -625,14 +625,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the source producers' batch.size in KiB, one source topic each (default 64,1024)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, data)")
-    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR", help="sample the first round's copiers")
-    parser.add_argument(
-        "--from-json", type=Path, default=None, metavar="FILE", help="print the tables of a --json file"
-    )
+    common.add_process_arguments(parser, "sample the first round's copiers")
     args = parser.parse_args(argv)
-    if args.from_json is not None:
-        print(render(json.loads(args.from_json.read_text())))
+    if common.replayed(args, render):
         return 0
     if any(value is not None and value < 1 for value in (args.megabytes, args.rounds, *(args.batch_kib or ()))):
         parser.error("--megabytes, --rounds and --batch-kib must be at least 1")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import math
 import os
 import platform
@@ -18,6 +19,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,24 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_seconds: float, qu
     )
     parser.add_argument("--repeat", type=int, default=None, help="a fixed number of timed rounds per comparison")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def add_process_arguments(parser: argparse.ArgumentParser, py_spy_help: str) -> None:
+    """The options of the benchmarks that start processes: ``--keep``, ``--py-spy DIR`` and
+    ``--from-json FILE`` (print the tables of an earlier ``--json`` run; see :func:`replayed`)."""
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, data)")
+    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR", help=py_spy_help)
+    parser.add_argument(
+        "--from-json", type=Path, default=None, metavar="FILE", help="print the tables of a --json file"
+    )
+
+
+def replayed(args: argparse.Namespace, render: Callable[[Any], str]) -> bool:
+    """Whether ``--from-json`` was given; if so its tables are printed."""
+    if args.from_json is None:
+        return False
+    print(render(json.loads(args.from_json.read_text())))
+    return True
 
 
 def settings(args: argparse.Namespace, *, default_seconds: float, quick_seconds: float) -> Settings:
