@@ -108,19 +108,17 @@ def metrics_text(summary: Summary) -> str:
         "# HELP tributary_loader_last_run_duration_seconds How long the last load ran.",
         "# TYPE tributary_loader_last_run_duration_seconds gauge",
         f"tributary_loader_last_run_duration_seconds {summary.seconds:.3f}",
-        "# HELP tributary_loader_last_run_records Records the last load committed, per topic and source datacenter.",
-        "# TYPE tributary_loader_last_run_records gauge",
     ]
-    for t in summary.by_topic:
-        labels = f'topic="{_label(t["topic"])}",source_datacenter="{_label(t["source_datacenter"])}"'
-        lines.append(f"tributary_loader_last_run_records{{{labels}}} {t['records']}")
-    lines += [
-        "# HELP tributary_loader_last_run_bytes Parquet bytes the last load committed, per topic and source DC.",
-        "# TYPE tributary_loader_last_run_bytes gauge",
-    ]
-    for t in summary.by_topic:
-        labels = f'topic="{_label(t["topic"])}",source_datacenter="{_label(t["source_datacenter"])}"'
-        lines.append(f"tributary_loader_last_run_bytes{{{labels}}} {t['bytes']}")
+    per_topic = (
+        ("records", "Records the last load committed, per topic and source datacenter."),
+        ("bytes", "Parquet bytes the last load committed, per topic and source DC."),
+    )
+    for kind, text in per_topic:
+        name = f"tributary_loader_last_run_{kind}"
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge"]
+        for t in summary.by_topic:
+            labels = f'topic="{_label(t["topic"])}",source_datacenter="{_label(t["source_datacenter"])}"'
+            lines.append(f"{name}{{{labels}}} {t[kind]}")
     lines += [
         "# HELP tributary_loader_last_run_gaps Lost offset ranges the last load found (recorded or failed on).",
         "# TYPE tributary_loader_last_run_gaps gauge",
