@@ -18,6 +18,7 @@ find the leader and raise instead.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeVar
 
 import trio
 
@@ -41,6 +42,8 @@ from tributary.client.wire.metadata import TopicPartition
 from tributary.protocol.messages import FetchResponse, ProduceResponse
 
 DEFAULT_PRODUCE_TIMEOUT_MS = 30_000
+
+R = TypeVar("R")
 
 
 class RawClient:
@@ -77,7 +80,11 @@ class RawClient:
             response: FetchResponse = await self.cluster.send(broker_id, request, timeout=timeout)
         except KafkaError as exc:
             return dict.fromkeys(offsets, exc)
-        results = parse_fetch_response(response, offsets, broker_id)
+        return self._noted(parse_fetch_response(response, offsets, broker_id))
+
+    def _noted(self, results: dict[TopicPartition, R]) -> dict[TopicPartition, R]:
+        """``results`` as they are, once the cluster has seen each error among them (a stale
+        leader, say, refreshes its metadata)."""
         for result in results.values():
             if isinstance(result, KafkaError):
                 self.cluster.note_error(result)
@@ -176,11 +183,7 @@ class RawClient:
             return dict.fromkeys(batches, exc)
         if response is None:
             return dict.fromkeys(batches, ProduceResult(-1))
-        results = parse_produce_response(response, batches, broker_id)
-        for result in results.values():
-            if isinstance(result, KafkaError):
-                self.cluster.note_error(result)
-        return results
+        return self._noted(parse_produce_response(response, batches, broker_id))
 
     async def produce_partition(
         self,
