@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -101,6 +103,22 @@ def wait_count(mirror: MirrorProcess, bootstrap: str, topic: str, count: int, wh
     wait_for(copied, 60, what, mirror.log_tail)
 
 
+@contextmanager
+def mirroring(
+    tansu: TansuBroker, aggregate: Cluster, tmp_path: Path, topic: str, *extra: str
+) -> Iterator[MirrorProcess]:
+    """A mirror of ``topic`` from Tansu into the aggregate, started; killed on the way out if
+    the test left it running."""
+    mirror = MirrorProcess(tansu.bootstrap, ALIAS, aggregate.bootstrap, tmp_path / "mirror.log",
+                           extra=["--topics", topic, *extra], group=f"mirror-{topic}")  # fmt: skip
+    mirror.start()
+    try:
+        yield mirror
+    finally:
+        if mirror.running():
+            mirror.kill()
+
+
 def copied_exactly(tansu: TansuBroker, aggregate: Cluster, topic: str) -> int:
     """The records the aggregate holds, once its batches are the source's, byte for byte."""
     source = read_until_idle(tansu.bootstrap, topic, PARTITIONS)
@@ -109,17 +127,11 @@ def copied_exactly(tansu: TansuBroker, aggregate: Cluster, topic: str) -> int:
 
 def test_mirror_from_tansu(tansu: TansuBroker, single_broker: Cluster, tmp_path: Path) -> None:
     topic = create_and_fill(tansu, 2000)
-    mirror = MirrorProcess(tansu.bootstrap, ALIAS, single_broker.bootstrap, tmp_path / "mirror.log",
-                           extra=["--topics", topic], group=f"mirror-{topic}")  # fmt: skip
-    try:
-        mirror.start()
+    with mirroring(tansu, single_broker, tmp_path, topic) as mirror:
         wait_count(mirror, single_broker.bootstrap, topic, 2000, "the copy")
         produce(tansu.bootstrap, topic, 1000, start=2000)
         wait_count(mirror, single_broker.bootstrap, topic, 3000, "the copy of what came later")
         assert mirror.stop() == 0
-    finally:
-        if mirror.running():
-            mirror.kill()
     assert copied_exactly(tansu, single_broker, topic) == 3000
 
 
@@ -127,18 +139,11 @@ def test_restart_after_kill_reconciles_with_tansu(tansu: TansuBroker, single_bro
     topic = create_and_fill(tansu, 2000)
     # Checkpoints only every minute: after the kill -9 the restart finds none and must reconcile
     # the whole aggregate partition against Tansu's batches (recovery reads the source).
-    mirror = MirrorProcess(tansu.bootstrap, ALIAS, single_broker.bootstrap, tmp_path / "mirror.log",
-                           extra=["--topics", topic, "--commit-interval-ms", "60000"],
-                           group=f"mirror-{topic}")  # fmt: skip
-    try:
-        mirror.start()
+    with mirroring(tansu, single_broker, tmp_path, topic, "--commit-interval-ms", "60000") as mirror:
         wait_count(mirror, single_broker.bootstrap, topic, 2000, "the copy")
         mirror.kill()
         produce(tansu.bootstrap, topic, 500, start=2000)
         mirror.start()
         wait_count(mirror, single_broker.bootstrap, topic, 2500, "the copy after the restart")
         assert mirror.stop() == 0
-    finally:
-        if mirror.running():
-            mirror.kill()
     assert copied_exactly(tansu, single_broker, topic) == 2500
