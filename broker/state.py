@@ -12,6 +12,7 @@ from tributary.broker.group.storage import OffsetsLogStorage
 from tributary.broker.log.manager import LogManager
 from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.partitions import PartitionManager
+from tributary.broker.request_budget import RequestBudget
 from tributary.protocol.messages import ApiVersionsResponse
 
 
@@ -54,6 +55,8 @@ class Broker:
         self.offsets_topic = OffsetsTopic(registry, config.group)
         # What ApiVersions answers: the dispatcher's routes, handed down by the server.
         self.api_versions = api_versions
+        # Request bytes read but not yet answered, shared by every connection.
+        self.request_budget = RequestBudget(config.queued_max_request_bytes)
 
     @property
     def broker_id(self) -> int:
