@@ -109,6 +109,7 @@ class BrokerStateCollector(Collector):
         )
         yield GaugeMetricFamily(
             "tributary_broker_connections_throttled",
-            "Connections not being read because queued.max.request.bytes is spent",
-            value=budget.waiting,
+            "Connections not being read because of queued.max.request.bytes: it is spent, or they hold "
+            "their share of it",
+            value=budget.throttled,
         )

@@ -12,6 +12,14 @@ were it taken piecemeal while the body arrives, two half-read frames could hold
 the budget between them, each waiting for the other. And waiters are served
 first come, first served: a large frame at the head is not overtaken by a
 stream of small ones forever.
+
+One connection may not take it all. While it holds anything, it may hold at
+most a share of the budget (a quarter); past that it waits for its own
+responses to be written, not in the queue everyone shares. Otherwise a client
+pipelining large requests behind one that waits (a long-polling Fetch, a
+JoinGroup) would hold the budget, and stall every other client, for as long
+as that request waits. Its next request, once it holds nothing, may be as
+large as the whole budget.
 """
 
 from __future__ import annotations
@@ -29,23 +37,35 @@ class _Waiter:
     event: trio.Event = field(default_factory=trio.Event)
 
 
+#: What one connection may hold of the budget while it holds anything: 1/SHARE of it.
+SHARE = 4
+
+
 class RequestBudget:
     """A byte semaphore with first-come-first-served waiters; ``capacity=None`` is unlimited
     (every acquire succeeds at once, and ``used`` is still counted, for the metrics)."""
 
-    __slots__ = ("_waiters", "capacity", "used")
+    __slots__ = ("_waiters", "capacity", "held_back", "share", "used")
 
     def __init__(self, capacity: int | None) -> None:
         if capacity is not None and capacity < 1:
             raise ValueError(f"a request budget needs a positive capacity, got {capacity}")
         self.capacity = capacity
+        self.share = None if capacity is None else max(capacity // SHARE, 1)
         self.used = 0
+        # Connections waiting for their own responses before they may take more (see BudgetLease).
+        self.held_back = 0
         self._waiters: deque[_Waiter] = deque()
 
     @property
     def waiting(self) -> int:
         """Acquires waiting for bytes to be released: connections not being read now."""
         return len(self._waiters)
+
+    @property
+    def throttled(self) -> int:
+        """Connections not being read because of the budget, for either reason."""
+        return len(self._waiters) + self.held_back
 
     def fits(self, size: int) -> bool:
         """Whether ``size`` bytes could ever be granted: a frame larger than the whole
@@ -93,21 +113,37 @@ class RequestBudget:
 
 
 class BudgetLease:
-    """What one connection holds of the budget. Whatever way the connection ends (a
-    request queued but never handled, a response never written, a frame half read),
-    :meth:`release_all` gives back everything it still holds, so no path leaks bytes."""
+    """What one connection holds of the budget.
 
-    __slots__ = ("_budget", "held")
+    It takes the budget's ``share`` at most while it holds anything (see the module's
+    docstring). Whatever way the connection ends (a request queued but never handled,
+    a response never written, a frame half read), :meth:`release_all` gives back
+    everything it still holds, so no path leaks bytes."""
+
+    __slots__ = ("_budget", "_released", "held")
 
     def __init__(self, budget: RequestBudget) -> None:
         self._budget = budget
+        self._released = trio.Event()
         self.held = 0
 
     @property
     def budget(self) -> RequestBudget:
         return self._budget
 
+    def _over_share(self, size: int) -> bool:
+        share = self._budget.share
+        return self.held > 0 and share is not None and self.held + size > share
+
     async def acquire(self, size: int) -> None:
+        if self._over_share(size):
+            self._budget.held_back += 1
+            try:
+                while self._over_share(size):
+                    self._released = trio.Event()
+                    await self._released.wait()
+            finally:
+                self._budget.held_back -= 1
         await self._budget.acquire(size)
         self.held += size
 
@@ -116,6 +152,7 @@ class BudgetLease:
         size = min(size, self.held)
         self.held -= size
         self._budget.release(size)
+        self._released.set()
 
     def release_all(self) -> None:
         self.release(self.held)

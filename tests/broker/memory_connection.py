@@ -51,10 +51,12 @@ class EchoHandler:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.gate: trio.Event | None = None
+        self.entered: list[int] = []  # correlation ids, as handling starts (before the gate)
         self.handled: list[int] = []
         monkeypatch.setattr(connection, "respond", self.respond)
 
     async def respond(self, ctx: RequestContext, request: bytes) -> list[Any]:
+        self.entered.append(ctx.envelope.correlation_id)
         if self.gate is not None:
             await self.gate.wait()
         self.handled.append(ctx.envelope.correlation_id)

@@ -131,8 +131,31 @@ async def test_unlimited_budget_counts_but_never_waits() -> None:
     assert budget.used == 10**12
 
 
+async def test_a_lease_holding_its_share_waits_for_its_own_releases(autojump_clock: trio.testing.MockClock) -> None:
+    budget = RequestBudget(400)  # a share of 100
+    lease, other = BudgetLease(budget), BudgetLease(budget)
+    await lease.acquire(60)
+    took: list[float] = []
+
+    async def more() -> None:
+        await lease.acquire(50)  # 110 would pass the share; the budget has room, but not for this
+        took.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(more)
+        await trio.sleep(1)
+        await other.acquire(100)  # other connections are not held up by it
+        assert (took, budget.held_back, budget.throttled) == ([], 1, 1)
+        other.release(100)  # another connection's release does not let it in
+        await trio.sleep(1)
+        assert took == []
+        lease.release(60)
+    assert took == [2.0]
+    assert (lease.held, budget.used, budget.held_back) == (50, 50, 0)
+
+
 async def test_a_lease_gives_back_everything_it_still_holds_once() -> None:
-    budget = RequestBudget(100)
+    budget = RequestBudget(1000)  # a share of 250
     lease = BudgetLease(budget)
     await lease.acquire(30)
     await lease.acquire(20)
@@ -147,30 +170,69 @@ async def test_a_lease_gives_back_everything_it_still_holds_once() -> None:
 # --- a connection reading within the budget ---------------------------------------------------
 
 
-async def test_pipelined_frames_are_read_only_as_the_budget_allows(monkeypatch: pytest.MonkeyPatch) -> None:
-    """8 KiB of budget, 3 KiB frames: two are read; the rest wait in the stream, unread,
-    until responses free the budget; every request is answered, in order."""
+async def test_a_connection_reads_ahead_no_more_than_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    """64 KiB of budget, so a 16 KiB share; 3 KiB frames: five are read (15 KiB), the rest
+    wait in the stream, unread, until this connection's responses free its share; every
+    request is answered, in order."""
     handler = EchoHandler(monkeypatch)
     handler.gate = trio.Event()
-    broker = fake_broker(queued_max_request_bytes=8 * KIB)
+    broker = fake_broker(queued_max_request_bytes=64 * KIB)
     client, server_end = trio.testing.memory_stream_pair()
     server = CountingStream(server_end)
-    frames = [request_frame(i, 3 * KIB) for i in range(60)]  # 180 KiB, well past READ_AHEAD
+    frames = [request_frame(i, 3 * KIB) for i in range(100)]  # 300 KiB, well past READ_AHEAD
     with trio.fail_after(60):  # a failure, not a hang
         async with trio.open_nursery() as nursery:
             nursery.start_soon(serve_connection, broker, server, "test")
             await client.send_all(b"".join(frames))
             await trio.testing.wait_all_tasks_blocked()
-            # Two frames hold 6 KiB; the third's 3 KiB does not fit, and its body is not read.
-            assert broker.request_budget.used == 6 * KIB
-            assert broker.request_budget.waiting == 1
-            assert server.received <= 2 * len(frames[0]) + READ_AHEAD
+            # The sixth frame's 3 KiB would pass the share: its body is not read.
+            assert broker.request_budget.used == 15 * KIB
+            assert (broker.request_budget.waiting, broker.request_budget.held_back) == (0, 1)
+            assert server.received <= 5 * len(frames[0]) + READ_AHEAD
             assert server.received < sum(map(len, frames))
             handler.gate.set()
             responses = [answer(r) for r in await receive_frames(client, len(frames))]
             assert responses == [(i, 3 * KIB) for i in range(len(frames))]
             assert server.received == sum(map(len, frames))
             await client.aclose()
+    assert broker.request_budget.used == 0
+    assert broker.request_budget.throttled == 0
+
+
+async def test_a_connection_holding_nothing_may_take_a_frame_as_large_as_the_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    EchoHandler(monkeypatch)
+    broker = fake_broker(queued_max_request_bytes=64 * KIB)
+    client, server = trio.testing.memory_stream_pair()
+    with trio.fail_after(60):  # a failure, not a hang
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_connection, broker, server, "test")
+            await client.send_all(request_frame(1, 64 * KIB) + request_frame(2, 64 * KIB))
+            assert [answer(r) for r in await receive_frames(client, 2)] == [(1, 64 * KIB), (2, 64 * KIB)]
+            await client.aclose()
+
+
+async def test_connections_wait_in_turn_once_the_budget_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """16 KiB of budget, 6 KiB frames, four connections: two are read, two wait (their
+    bytes unread) until the first two are answered."""
+    handler = EchoHandler(monkeypatch)
+    handler.gate = trio.Event()
+    broker = fake_broker(queued_max_request_bytes=16 * KIB)
+    pairs = [trio.testing.memory_stream_pair() for _ in range(4)]
+    with trio.fail_after(60):  # a failure, not a hang
+        async with trio.open_nursery() as nursery:
+            for i, (client, server) in enumerate(pairs):
+                nursery.start_soon(serve_connection, broker, server, f"client-{i}")
+                await client.send_all(request_frame(i, 6 * KIB))
+                await trio.testing.wait_all_tasks_blocked()
+            assert broker.request_budget.used == 12 * KIB
+            assert broker.request_budget.waiting == 2
+            assert handler.entered == [0, 1]  # first come, first served
+            handler.gate.set()
+            for i, (client, _) in enumerate(pairs):
+                assert [answer(r) for r in await receive_frames(client, 1)] == [(i, 6 * KIB)]
+                await client.aclose()
     assert broker.request_budget.used == 0
 
 
