@@ -56,7 +56,8 @@ class BrokerConfig:
     max_connections: int = 10_000
     max_connections_per_ip: int = 2**31 - 1
     # A connection with nothing received, nothing sent and no request in hand for this
-    # long is closed (Kafka's default, 10 minutes); None (-1) never closes one.
+    # long (and at most an eighth more) is closed (Kafka's default, 10 minutes); None
+    # (-1) never closes one.
     connections_max_idle_ms: int | None = 600_000
     # Bytes of requests read but not yet answered, broker-wide: past it no connection
     # is read from until responses free some (Kafka's default -1, unlimited, lets

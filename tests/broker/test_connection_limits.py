@@ -145,14 +145,19 @@ def test_idle_connections_are_closed_and_active_ones_are_not(zookeeper_server: Z
         broker = cluster.brokers[0]
         with no_tracebacks(broker), ActiveBystander(broker) as bystander, contextlib.ExitStack() as stack:
             # Silent since connecting; answered once then silent; stuck in the middle of a frame.
+            # Each clock starts when this side began its last step, so no later than the broker's
+            # last activity on the connection (its accept, its response written, its receive).
             last_activity: dict[socket.socket, float] = {}
             for kind in range(60):
+                began = time.monotonic()
                 sock = stack.enter_context(_open(broker))
                 if kind % 3 == 1:
+                    began = time.monotonic()
                     assert _served(sock)
                 elif kind % 3 == 2:
+                    began = time.monotonic()
                     sock.sendall(API_VERSIONS[:7])
-                last_activity[sock] = time.monotonic()
+                last_activity[sock] = began
             active = stack.enter_context(WireConnection(*broker.address))
             closed_at: dict[socket.socket, float] = {}
             started = time.monotonic()

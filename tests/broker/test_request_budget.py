@@ -105,13 +105,15 @@ async def test_a_cancelled_waiter_takes_nothing_and_lets_the_next_one_in(
     assert budget.waiting == 0
 
 
-async def test_acquire_is_a_checkpoint_and_takes_nothing_when_cancelled() -> None:
+async def test_acquire_granted_at_once_is_no_checkpoint_and_a_cancelled_wait_takes_nothing() -> None:
     budget = RequestBudget(100)
     with trio.CancelScope() as scope:
         scope.cancel()
-        await budget.acquire(10)
+        await budget.acquire(10)  # room: taken without a trip through the scheduler
+        assert budget.used == 10
+        await budget.acquire(95)  # must wait: the cancellation is delivered here
     assert scope.cancelled_caught
-    assert budget.used == 0
+    assert (budget.used, budget.waiting) == (10, 0)
 
 
 def test_more_than_the_whole_budget_never_fits() -> None:
@@ -141,15 +143,16 @@ async def test_a_lease_holding_its_share_waits_for_its_own_releases(autojump_clo
         await lease.acquire(50)  # 110 would pass the share; the budget has room, but not for this
         took.append(trio.current_time())
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(more)
-        await trio.sleep(1)
-        await other.acquire(100)  # other connections are not held up by it
-        assert (took, budget.held_back, budget.throttled) == ([], 1, 1)
-        other.release(100)  # another connection's release does not let it in
-        await trio.sleep(1)
-        assert took == []
-        lease.release(60)
+    with trio.fail_after(60):  # a failure, not a hang
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(more)
+            await trio.sleep(1)
+            await other.acquire(100)  # other connections are not held up by it
+            assert (took, budget.held_back, budget.throttled) == ([], 1, 1)
+            other.release(100)  # another connection's release does not let it in
+            await trio.sleep(1)
+            assert took == []
+            lease.release(60)
     assert took == [2.0]
     assert (lease.held, budget.used, budget.held_back) == (50, 50, 0)
 
