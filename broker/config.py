@@ -56,6 +56,19 @@ class BrokerConfig:
     auto_create_deny_pattern: str = ""
     default_partitions: int = 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    # Client connections: broker-wide and from one IP address. Kafka's broker-wide default
+    # is unlimited; ours keeps a flood of connections from exhausting file descriptors
+    # and memory. Per IP, unlimited as in Kafka (Java's Integer.MAX_VALUE).
+    max_connections: int = 10_000
+    max_connections_per_ip: int = 2**31 - 1
+    # A connection with nothing received, nothing sent and no request in hand for this
+    # long (and at most an eighth more) is closed (Kafka's default, 10 minutes); None
+    # (-1) never closes one.
+    connections_max_idle_ms: int | None = 600_000
+    # Bytes of requests read but not yet answered, broker-wide: past it no connection
+    # is read from until responses free some (Kafka's default -1, unlimited, lets
+    # pipelining clients pin gigabytes); None (-1) is unlimited.
+    queued_max_request_bytes: int | None = 256 * 1024 * 1024
     zookeeper_session_timeout_ms: int = 18_000
     retention_check_interval_ms: int = 300_000
     # How often the broker checks whether a log is due for an fsync.
@@ -80,6 +93,12 @@ class BrokerConfig:
 
 def _int(name: str, value: Any) -> int:
     return int(_number(name, value, int, "an integer"))
+
+
+def _int_or_unlimited(name: str, value: Any) -> int | None:
+    """Kafka's -1 for "no limit" becomes None."""
+    number = _int(name, value)
+    return None if number == -1 else number
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -137,6 +156,10 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "auto.create.topics.max.per.second": ("auto_create_max_per_second", _float),
     "auto.create.topics.deny.pattern": ("auto_create_deny_pattern", _pattern),
     "socket.request.max.bytes": ("socket_request_max_bytes", _int),
+    "max.connections": ("max_connections", _int),
+    "max.connections.per.ip": ("max_connections_per_ip", _int),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _int_or_unlimited),
+    "queued.max.request.bytes": ("queued_max_request_bytes", _int_or_unlimited),
     "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _int),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", _int),
     "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", _int),
@@ -190,6 +213,16 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"setting 'config': {path} is not valid TOML: {exc}") from None
 
 
+def _check_connection_limits(top: Mapping[str, Any]) -> None:
+    for name, attr in (("max.connections", "max_connections"), ("max.connections.per.ip", "max_connections_per_ip")):
+        if top.get(attr, 1) < 1:
+            raise ConfigError(f"setting '{name}' must be at least 1, got {top[attr]}")
+    if (idle_ms := top.get("connections_max_idle_ms")) is not None and idle_ms < 1:
+        raise ConfigError(f"setting 'connections.max.idle.ms' must be -1 (never) or at least 1, got {idle_ms}")
+    if (queued := top.get("queued_max_request_bytes")) is not None and queued < 1024:
+        raise ConfigError(f"setting 'queued.max.request.bytes' must be -1 (unlimited) or at least 1024, got {queued}")
+
+
 def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerConfig:
     """Merge the TOML file (if any) and the flags (which win) into a checked config."""
     settings = read_toml(config_file) if config_file is not None else {}
@@ -215,6 +248,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
         raise ConfigError("setting 'num.partitions' must be >= 1")
     if top.get("socket_request_max_bytes", 1024) < 1024:
         raise ConfigError("setting 'socket.request.max.bytes' must be at least 1024")
+    _check_connection_limits(top)
     if not 0 <= top.get("metrics_port", 0) <= 65535:
         raise ConfigError(f"setting 'metrics.port' must be a port number 0-65535, got {top['metrics_port']}")
     listen: HostPort = top["listen"]

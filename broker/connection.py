@@ -9,6 +9,15 @@ requests to one partition are appended in the order they were sent.
 A malformed frame, an unknown API or an unsupported version (other than
 ApiVersions, which gets a v0 error body so the client can downgrade) closes
 this connection only; every other connection keeps being served.
+
+Memory is bounded twice over. Per connection, the reader reads a frame's body
+only once the frame has its bytes from the broker-wide request budget
+(``queued.max.request.bytes``, :mod:`broker.request_budget`) and never reads
+more than ``READ_AHEAD`` bytes past the frame it is reading, so what it holds
+unbudgeted is that much at most; it stops reading altogether while
+``MAX_QUEUED_REQUESTS`` requests wait for the handler. Broker-wide, a frame's
+bytes stay counted from its length prefix until its response has been written.
+A connection idle for ``connections.max.idle.ms`` is closed (:mod:`broker.idle`).
 """
 
 from __future__ import annotations
@@ -17,12 +26,15 @@ import logging
 import time
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
 
 from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.dispatch import respond
+from tributary.broker.idle import IdleTimer
+from tributary.broker.request_budget import BudgetLease
 from tributary.broker.transport import send_parts
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.framing import FrameDecoder
@@ -42,74 +54,128 @@ class Response:
     after_send: list[Callable[[], None]]
 
 
+@dataclass(frozen=True, slots=True)
+class _Connection:
+    """What the connection's three tasks share."""
+
+    broker: Broker
+    peer: str
+    budget: BudgetLease
+    idle: IdleTimer
+
+
 # Requests read ahead of the one being handled: bounds memory per connection
 # while letting clients pipeline (librdkafka's default is 5 in flight).
 MAX_QUEUED_REQUESTS = 16
 # Responses handled but not yet written: the handler runs ahead of a slow reader
 # by at most this many.
 MAX_QUEUED_RESPONSES = 16
+# The most one receive asks for: a large frame's body arrives in chunks this big.
 RECEIVE_CHUNK = 256 * 1024
+# The most the reader reads past the end of the frame it holds budget for (or
+# before it knows the next frame's length): pipelined small requests still
+# arrive many to a receive, and a connection holds at most this much unbudgeted.
+READ_AHEAD = 64 * 1024
 
 
 async def serve_connection(broker: Broker, stream: trio.abc.Stream, peer: str) -> None:
     send_requests, receive_requests = trio.open_memory_channel[bytes](MAX_QUEUED_REQUESTS)
     send_responses, receive_responses = trio.open_memory_channel[Response](MAX_QUEUED_RESPONSES)
+    budget = BudgetLease(broker.request_budget)
     # The nursery wraps what its tasks raise in an ExceptionGroup (trio's strict
     # exception groups), so the expected endings are caught with except*; anything
     # else propagates and is logged as a bug.
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_read_frames, broker, stream, send_requests, peer)
-            nursery.start_soon(_write_responses, stream, receive_responses, broker.config.sendfile)
-            await _handle_requests(broker, receive_requests, send_responses, peer)
+        # The idle timer moves this scope's deadline: when it passes, the connection's
+        # tasks are cancelled wherever they wait.
+        with trio.CancelScope() as idle_scope:
+            conn = _Connection(broker, peer, budget, IdleTimer(idle_scope, broker.config.connections_max_idle_ms))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_read_frames, conn, stream, send_requests)
+                nursery.start_soon(_write_responses, conn, stream, receive_responses)
+                await _handle_requests(conn, receive_requests, send_responses)
+        if conn.idle.expired:
+            broker.metrics.connection_idle_closed()
+            log.debug("closing connection %s: idle for %s ms", peer, broker.config.connections_max_idle_ms)
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as group:
         log.debug("connection %s lost: %s", peer, group.exceptions[0])
     except* CloseConnection as group:
         log.info("closing connection %s: %s", peer, group.exceptions[0])
     finally:
+        # Requests queued but never handled, responses never written, a frame half read.
+        budget.release_all()
         with trio.CancelScope(shield=True):
             await stream.aclose()
 
 
-async def _read_frames(
-    broker: Broker, stream: trio.abc.ReceiveStream, send: trio.MemorySendChannel[bytes], peer: str
-) -> None:
-    decoder = FrameDecoder(broker.config.socket_request_max_bytes)
+async def _read_frames(conn: _Connection, stream: trio.abc.ReceiveStream, send: trio.MemorySendChannel[bytes]) -> None:
+    """Frame by frame: learn its length, take that much from the budget (waiting, unread,
+    while it is spent), receive its body, queue it (waiting while the queue is full)."""
+    decoder = FrameDecoder(conn.broker.config.socket_request_max_bytes)
+    budget = conn.budget.budget
     async with send:
         while True:
-            data = await stream.receive_some(RECEIVE_CHUNK)
-            if not data:
-                if decoder.buffered:
-                    log.info("connection %s closed mid-frame (%d bytes buffered)", peer, decoder.buffered)
-                return
-            decoder.feed(data)
             try:
-                for frame in decoder.frames():
-                    await send.send(frame)
+                length = decoder.next_length()
             except ProtocolError as exc:
                 raise CloseConnection(str(exc)) from None
+            if length is None:
+                if not await _receive(conn, stream, decoder, READ_AHEAD):
+                    return
+                continue
+            if not budget.fits(length):
+                raise CloseConnection(
+                    f"frame of {length} bytes exceeds queued.max.request.bytes ({budget.capacity}), "
+                    "the memory for all requests in flight"
+                )
+            conn.idle.begin()  # waiting for the budget is the broker's doing, not an idle client
+            try:
+                await conn.budget.acquire(length)
+            finally:
+                conn.idle.end()
+            while (frame := decoder.next_frame()) is None:
+                if not await _receive(conn, stream, decoder, min(RECEIVE_CHUNK, max(decoder.missing, READ_AHEAD))):
+                    return
+            conn.idle.begin()  # a request in hand; the handler ends it
+            await send.send(frame)
+            del frame  # not held while the next frame's budget is awaited
+
+
+async def _receive(conn: _Connection, stream: trio.abc.ReceiveStream, decoder: FrameDecoder, max_bytes: int) -> bool:
+    """Feed the decoder up to ``max_bytes``; False once the client has closed."""
+    data = await stream.receive_some(max_bytes)
+    if not data:
+        if decoder.buffered:
+            log.info("connection %s closed mid-frame (%d bytes buffered)", conn.peer, decoder.buffered)
+        return False
+    conn.idle.activity()
+    decoder.feed(data)
+    return True
 
 
 async def _handle_requests(
-    broker: Broker,
-    receive: trio.MemoryReceiveChannel[bytes],
-    responses: trio.MemorySendChannel[Response],
-    peer: str,
+    conn: _Connection, receive: trio.MemoryReceiveChannel[bytes], responses: trio.MemorySendChannel[Response]
 ) -> None:
+    broker = conn.broker
     async with receive, responses:
         async for frame in receive:
             try:
                 envelope = decode_request_header(frame)
             except ProtocolError as exc:
                 raise CloseConnection(f"malformed request header: {exc}") from None
-            ctx = RequestContext(broker, envelope, peer)
+            ctx = RequestContext(broker, envelope, conn.peer)
+            # The frame's bytes count against the budget until its response is on the wire.
+            ctx.after_send.append(partial(conn.budget.release, len(frame)))
             started = time.perf_counter()
             try:
                 parts = await respond(ctx, frame)
             except BaseException:
                 _release(ctx.after_send)
                 raise
+            del frame  # its memory goes now, not when the next request arrives
             broker.metrics.request_handled(envelope.api_key, envelope.api_version, time.perf_counter() - started)
+            # Handled: a response the client does not read no longer keeps the connection open.
+            conn.idle.end()
             if parts is None:
                 _release(ctx.after_send)
             else:
@@ -117,11 +183,12 @@ async def _handle_requests(
 
 
 async def _write_responses(
-    stream: trio.abc.SendStream, receive: trio.MemoryReceiveChannel[Response], sendfile: bool
+    conn: _Connection, stream: trio.abc.SendStream, receive: trio.MemoryReceiveChannel[Response]
 ) -> None:
     """Send responses in order. Whatever is queued when the writer comes round
     goes out in one write: a client pipelining small produce requests gets its
     acknowledgements in a few segments instead of one syscall each."""
+    sendfile = conn.broker.config.sendfile
     async with receive:
         try:
             async for first in receive:
@@ -132,7 +199,8 @@ async def _write_responses(
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 try:
-                    await send_parts(stream, [p for r in batch for p in r.parts], sendfile=sendfile)
+                    parts = [p for r in batch for p in r.parts]
+                    await send_parts(stream, parts, sendfile=sendfile, progress=conn.idle.activity)
                 finally:
                     for response in batch:
                         _release(response.after_send)

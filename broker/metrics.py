@@ -68,6 +68,9 @@ class BrokerMetrics:
         self._bytes_out: dict[str, int] = {}
         self.connections_open = 0
         self.connections_accepted = 0
+        # Refused at once by max.connections / max.connections.per.ip, by Refusal value.
+        self.connections_refused: dict[str, int] = {}
+        self.connections_closed_idle = 0
         self._flush_seconds = Histogram(
             "tributary_broker_log_flush_duration_seconds",
             "Time one flush of a partition log spent in fsync (segments, indexes, directory)",
@@ -98,6 +101,12 @@ class BrokerMetrics:
 
     def connection_closed(self) -> None:
         self.connections_open -= 1
+
+    def connection_refused(self, reason: str) -> None:
+        self.connections_refused[reason] = self.connections_refused.get(reason, 0) + 1
+
+    def connection_idle_closed(self) -> None:
+        self.connections_closed_idle += 1
 
     def forget_topics_not_in(self, topics: Collection[str]) -> None:
         """Drops the series of topics no longer in the cluster (deleted), so they
@@ -155,6 +164,20 @@ class BrokerMetrics:
             "tributary_broker_connections_accepted",
             "Client connections accepted since start",
             self.connections_accepted,
+        )
+        refused = CounterMetricFamily(
+            "tributary_broker_connections_refused",
+            "Client connections closed as soon as accepted, by the limit they were over "
+            "(max_connections, max_connections_per_ip)",
+            labels=["reason"],
+        )
+        for reason, count in sorted(self.connections_refused.items()):
+            refused.add_metric([reason], count)
+        yield refused
+        yield CounterMetricFamily(
+            "tributary_broker_connections_closed_idle",
+            "Client connections closed after connections.max.idle.ms with nothing received, sent or in hand",
+            self.connections_closed_idle,
         )
 
 

@@ -40,6 +40,7 @@ class BrokerStateCollector(Collector):
         yield from self._logs()
         yield from self._groups()
         yield from self._zookeeper()
+        yield from self._request_budget()
 
     def _logs(self) -> Iterator[Metric]:
         labels = ["topic", "partition"]
@@ -116,4 +117,18 @@ class BrokerStateCollector(Collector):
             "tributary_broker_controller",
             "1 while this broker is the cluster's controller",
             value=registry.is_controller,
+        )
+
+    def _request_budget(self) -> Iterator[Metric]:
+        budget = self._broker.request_budget
+        yield GaugeMetricFamily(
+            "tributary_broker_queued_request_bytes",
+            "Bytes of requests read (or being read) but not yet answered, against queued.max.request.bytes",
+            value=budget.used,
+        )
+        yield GaugeMetricFamily(
+            "tributary_broker_connections_throttled",
+            "Connections not being read because of queued.max.request.bytes: it is spent, or they hold "
+            "their share of it",
+            value=budget.throttled,
         )

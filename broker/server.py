@@ -19,6 +19,7 @@ from tributary.broker.cluster.model import BrokerInfo
 from tributary.broker.cluster.registry import ClusterRegistry
 from tributary.broker.config import BrokerConfig
 from tributary.broker.connection import serve_connection
+from tributary.broker.connection_limits import ConnectionLimits, RateLimitedLog, Refusal
 from tributary.broker.dispatch import advertised_versions
 from tributary.broker.log.errors import StorageError
 from tributary.broker.log.manager import LogManager
@@ -29,6 +30,10 @@ from tributary.broker.metrics_state import BrokerStateCollector
 from tributary.broker.state import Broker
 
 log = logging.getLogger(__name__)
+
+#: A refused connection is logged at most once this often per reason: a flood of
+#: them must not become a flood of log lines.
+REFUSAL_LOG_INTERVAL = 10.0
 
 
 def _now_ms() -> int:
@@ -98,12 +103,32 @@ async def _retention_scheduler(broker: Broker) -> None:
             log.info("retention deleted %d segments", deleted)
 
 
-async def _accept(broker: Broker, stream: trio.SocketStream) -> None:
+def _peer(stream: trio.SocketStream) -> tuple[str, str]:
+    """(client IP, "ip:port") of an accepted socket."""
     try:
         host, port, *_ = stream.socket.getpeername()
-        peer = f"{host}:{port}"
     except OSError:
-        peer = "unknown"
+        return "unknown", "unknown"
+    return str(host), f"{host}:{port}"
+
+
+async def _accept(
+    broker: Broker, limits: ConnectionLimits, refusals: RateLimitedLog, stream: trio.SocketStream
+) -> None:
+    ip, peer = _peer(stream)
+    refusal = limits.admit(ip)
+    if refusal is not None:
+        # Closed before anything is read: the flood costs a file descriptor for a moment.
+        broker.metrics.connection_refused(refusal)
+        limit, value = (
+            ("max.connections", limits.max_connections)
+            if refusal is Refusal.MAX_CONNECTIONS
+            else ("max.connections.per.ip", limits.max_per_ip)
+        )
+        refusals.note(refusal, f"refusing connection from {peer}: {limit} ({value}) reached")
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+        return
     broker.metrics.connection_opened()
     try:
         await serve_connection(broker, stream, peer)
@@ -111,6 +136,7 @@ async def _accept(broker: Broker, stream: trio.SocketStream) -> None:
         # A bug in one request's handling must not take the broker down.
         log.exception("connection %s failed", peer)
     finally:
+        limits.release(ip)
         broker.metrics.connection_closed()
 
 
@@ -153,7 +179,9 @@ async def run(
             nursery.start_soon(_flush_scheduler, broker)
             nursery.start_soon(_retention_scheduler, broker)
             nursery.start_soon(_scrub_scheduler, broker)
-            await nursery.start(trio.serve_listeners, partial(_accept, broker), listeners)
+            limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
+            refusals = RateLimitedLog(log, REFUSAL_LOG_INTERVAL, trio.current_time)
+            await nursery.start(trio.serve_listeners, partial(_accept, broker, limits, refusals), listeners)
             log.info(
                 "broker %d listening on %s (advertised %s), datacenter %s, data in %s",
                 config.broker_id,

@@ -15,6 +15,7 @@ from tributary.broker.group.storage import OffsetsLogStorage
 from tributary.broker.log.manager import LogManager
 from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.partitions import PartitionManager
+from tributary.broker.request_budget import RequestBudget
 from tributary.protocol.messages import ApiVersionsResponse
 
 
@@ -62,6 +63,8 @@ class Broker:
         )
         # What ApiVersions answers: the dispatcher's routes, handed down by the server.
         self.api_versions = api_versions
+        # Request bytes read but not yet answered, shared by every connection.
+        self.request_budget = RequestBudget(config.queued_max_request_bytes)
 
     @property
     def broker_id(self) -> int:

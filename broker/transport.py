@@ -9,7 +9,7 @@ and sent, so the connection loop does not care which stream it has.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sized
+from collections.abc import Callable, Iterable, Sized
 from typing import Protocol
 
 import trio
@@ -32,8 +32,22 @@ class Regions(Sized, Protocol):
     def regions(self) -> Iterable[FileRegion]: ...
 
 
-async def send_parts(stream: trio.abc.SendStream, parts: list[bytes | Sized], *, sendfile: bool = True) -> None:
-    """Send ``parts`` in order; consecutive byte strings go out in one write."""
+def _no_progress() -> None:
+    pass
+
+
+async def send_parts(
+    stream: trio.abc.SendStream,
+    parts: list[bytes | Sized],
+    *,
+    sendfile: bool = True,
+    progress: Callable[[], None] = _no_progress,
+) -> None:
+    """Send ``parts`` in order; consecutive byte strings go out in one write.
+
+    ``progress`` is called whenever some bytes have gone out (after each write,
+    each sendfile call, each chunk of the fallback): a large response to a slow
+    reader is activity all along, not one silent stretch (see broker.idle)."""
     pending = bytearray()
     for part in parts:
         if isinstance(part, bytes | bytearray | memoryview):
@@ -44,21 +58,29 @@ async def send_parts(stream: trio.abc.SendStream, parts: list[bytes | Sized], *,
             continue
         if pending:
             await stream.send_all(pending)
+            progress()
             pending = bytearray()
         for region in regions:
-            await send_region(stream, region, sendfile=sendfile)
+            await send_region(stream, region, sendfile=sendfile, progress=progress)
     if pending:
         await stream.send_all(pending)
+        progress()
 
 
-async def send_region(stream: trio.abc.SendStream, region: FileRegion, *, sendfile: bool = True) -> None:
+async def send_region(
+    stream: trio.abc.SendStream,
+    region: FileRegion,
+    *,
+    sendfile: bool = True,
+    progress: Callable[[], None] = _no_progress,
+) -> None:
     if sendfile and isinstance(stream, trio.SocketStream):
-        await _sendfile(stream, region)
+        await _sendfile(stream, region, progress)
     else:
-        await _read_and_send(stream, region)
+        await _read_and_send(stream, region, progress)
 
 
-async def _sendfile(stream: trio.SocketStream, region: FileRegion) -> None:
+async def _sendfile(stream: trio.SocketStream, region: FileRegion, progress: Callable[[], None]) -> None:
     # Try first and wait only when the socket buffer is full: waiting up front
     # costs epoll registrations on every response for nothing.
     sock = stream.socket
@@ -75,16 +97,18 @@ async def _sendfile(stream: trio.SocketStream, region: FileRegion) -> None:
             raise trio.BrokenResourceError(f"segment ended {remaining} bytes early at position {offset}")
         offset += sent
         remaining -= sent
+        progress()
     if not waited:
         await trio.lowlevel.checkpoint()  # a trio send is a checkpoint even when the kernel took it all
 
 
-async def _read_and_send(stream: trio.abc.SendStream, region: FileRegion) -> None:
+async def _read_and_send(stream: trio.abc.SendStream, region: FileRegion, progress: Callable[[], None]) -> None:
     offset, remaining = region.position, region.size
     while remaining:
         chunk = os.pread(region.fd, min(remaining, FALLBACK_CHUNK), offset)
         if not chunk:
             raise trio.BrokenResourceError(f"segment ended {remaining} bytes early at position {offset}")
         await stream.send_all(chunk)
+        progress()
         offset += len(chunk)
         remaining -= len(chunk)

@@ -45,8 +45,9 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buf += data
 
-    def next_frame(self) -> bytes | None:
-        """The next whole frame's payload, or None until more bytes arrive."""
+    def next_length(self) -> int | None:
+        """The length of the next frame once its prefix is here, else None. A reader
+        that budgets memory learns a frame's size here, before receiving its body."""
         buf, pos = self._buf, self._pos
         if len(buf) - pos < 4:
             return None
@@ -55,10 +56,26 @@ class FrameDecoder:
             raise ProtocolError(f"negative frame length {length}")
         if length > self.max_frame_size:
             raise FrameTooLargeError(f"frame of {length} bytes exceeds the limit of {self.max_frame_size}")
+        return int(length)
+
+    @property
+    def missing(self) -> int:
+        """Bytes still to arrive before the next frame is whole (the rest of its
+        length prefix, while that is incomplete)."""
+        length = self.next_length()
+        return 4 - self.buffered if length is None else max(4 + length - self.buffered, 0)
+
+    def next_frame(self) -> bytes | None:
+        """The next whole frame's payload, or None until more bytes arrive."""
+        length = self.next_length()
+        if length is None:
+            return None
+        buf, pos = self._buf, self._pos
         end = pos + 4 + length
         if len(buf) < end:
             return None
-        payload = bytes(buf[pos + 4 : end])
+        # One copy, straight out of the buffer (slicing the bytearray first would make two).
+        payload = bytes(memoryview(buf)[pos + 4 : end])
         if end == len(buf):
             buf.clear()
             self._pos = 0

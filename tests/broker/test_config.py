@@ -61,3 +61,47 @@ def test_missing_and_invalid_files(tmp_path: Path) -> None:
     bad.write_text("id = = 1")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load(REQUIRED, bad)
+
+
+def test_connection_and_memory_limits_default_to_safe_values() -> None:
+    config = load(REQUIRED)
+    assert config.max_connections == 10_000
+    assert config.max_connections_per_ip == 2**31 - 1  # unlimited, as Kafka
+    assert config.connections_max_idle_ms == 600_000
+    assert config.queued_max_request_bytes == 256 * 1024 * 1024
+
+
+def test_connection_and_memory_limits_from_toml(tmp_path: Path) -> None:
+    toml = tmp_path / "broker.toml"
+    # ``max.connections`` is a value, so TOML cannot also read ``max.connections.per.ip``
+    # as a dotted key under it: with both set, one of them is written as a quoted key.
+    toml.write_text(
+        'max.connections = 50\n"max.connections.per.ip" = 5\n'
+        "connections.max.idle.ms = 500\nqueued.max.request.bytes = 8388608\n"
+    )
+    config = load(REQUIRED, toml)
+    assert (config.max_connections, config.max_connections_per_ip) == (50, 5)
+    assert config.connections_max_idle_ms == 500
+    assert config.queued_max_request_bytes == 8 * 1024 * 1024
+
+
+def test_minus_one_lifts_the_idle_timeout_and_the_request_budget() -> None:
+    config = load({**REQUIRED, "connections.max.idle.ms": -1, "queued.max.request.bytes": -1})
+    assert config.connections_max_idle_ms is None
+    assert config.queued_max_request_bytes is None
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("max.connections", 0, "setting 'max.connections' must be at least 1"),
+        ("max.connections.per.ip", -1, "setting 'max.connections.per.ip' must be at least 1"),
+        ("connections.max.idle.ms", 0, "setting 'connections.max.idle.ms' must be -1 \\(never\\) or at least 1"),
+        ("queued.max.request.bytes", 100, "setting 'queued.max.request.bytes' must be -1 \\(unlimited\\)"),
+        ("queued.max.request.bytes", -2, "setting 'queued.max.request.bytes' must be -1 \\(unlimited\\)"),
+        ("max.connections", "many", "setting 'max.connections' must be an integer"),
+    ],
+)
+def test_bad_limits_name_the_setting(setting: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load({**REQUIRED, setting: value})

@@ -11,6 +11,8 @@ import contextlib
 import select
 import socket
 import struct
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,9 +36,12 @@ BIG = 64 << 20
 
 
 @contextlib.contextmanager
-def running_broker(server: ZooKeeperServer, root: Path, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
-    """One broker in a chroot of its own, for as long as the block runs."""
-    yield from start_cluster(server_chroot(server, "b"), root, 1, extra)
+def running_broker(
+    server: ZooKeeperServer, root: Path, extra: dict[str, str] | None = None, *, metrics: bool = False
+) -> Iterator[Cluster]:
+    """One broker in a chroot of its own, for as long as the block runs (``metrics``: with
+    a Prometheus endpoint, on ``brokers[0].metrics_port``)."""
+    yield from start_cluster(server_chroot(server, "b"), root, 1, extra, metrics=metrics)
 
 
 @contextlib.contextmanager
@@ -264,3 +269,56 @@ class Bystander:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class ActiveBystander:
+    """A client that keeps producing and consuming on a connection of its own, in a thread,
+    for as long as the block runs: every round produces one value and fetches it back.
+    ``finish`` proves it was served all along and still is."""
+
+    def __init__(self, broker: BrokerProcess, pause: float = 0.05) -> None:
+        self.conn = connect(broker)
+        self.topic = create_topic(self.conn)
+        self.rounds = 0
+        self.slowest = 0.0  # seconds, the longest round: how long it was held up
+        self.errors: list[str] = []
+        self._pause = pause
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bystander", daemon=True)
+
+    def _round(self) -> None:
+        started = time.monotonic()
+        value = b"bystander-%d" % self.rounds
+        assert produce(self.conn, self.topic, batch(value)) == (ErrorCode.NONE, self.rounds)
+        assert values(fetch_bytes(self.conn, self.topic, self.rounds)) == [value]
+        self.rounds += 1
+        self.slowest = max(self.slowest, time.monotonic() - started)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._round()
+            except Exception as exc:
+                self.errors.append(repr(exc))
+                return
+            self._stop.wait(self._pause)
+
+    def __enter__(self) -> ActiveBystander:
+        self._round()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.conn.close()
+
+    def finish(self) -> None:
+        """Stop the thread; assert every round succeeded, then serve one more."""
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the bystander is stuck"
+        assert self.errors == [], self.errors
+        before = self.rounds
+        self._round()
+        assert self.rounds == before + 1

@@ -49,3 +49,26 @@ def test_partial_frame_waits() -> None:
     decoder.feed(frame(b"hello")[:6])
     assert decoder.next_frame() is None
     assert decoder.buffered == 6
+
+
+def test_length_is_known_from_the_prefix_before_the_body() -> None:
+    decoder = FrameDecoder(max_frame_size=1024)
+    whole = frame(b"x" * 100)
+    decoder.feed(whole[:3])
+    assert decoder.next_length() is None
+    assert decoder.missing == 1
+    decoder.feed(whole[3:10])
+    assert decoder.next_length() == 100
+    assert decoder.missing == 94
+    decoder.feed(whole[10:] + frame(b"next")[:2])
+    assert decoder.missing == 0
+    assert decoder.next_frame() == b"x" * 100
+    assert decoder.next_length() is None
+    assert decoder.missing == 2
+
+
+def test_oversized_length_is_refused_from_the_prefix() -> None:
+    decoder = FrameDecoder(max_frame_size=1024)
+    decoder.feed((1025).to_bytes(4, "big"))
+    with pytest.raises(FrameTooLargeError):
+        decoder.next_length()
