@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from tributary.broker import connection
 from tributary.broker.config import BrokerConfig, HostPort
@@ -109,3 +112,16 @@ async def closed(stream: trio.abc.ReceiveStream, within: float = 3600) -> None:
     with trio.fail_after(within):
         while await stream.receive_some():
             pass
+
+
+@asynccontextmanager
+async def connected(
+    broker: Any, *, within: float = 3600, peer: str = "test"
+) -> AsyncIterator[trio.testing.StapledStream[trio.testing.MemorySendStream, trio.testing.MemoryReceiveStream]]:
+    """A client stream to ``serve_connection`` for ``broker`` over memory streams; the block
+    ends once the connection has, and fails (rather than hangs) after ``within`` seconds."""
+    client, server = trio.testing.memory_stream_pair()
+    with trio.fail_after(within):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(connection.serve_connection, broker, server, peer)
+            yield client

@@ -19,7 +19,7 @@ from tributary.broker.connection import serve_connection
 from tributary.broker.context import RequestContext
 from tributary.broker.idle import SLACK, IdleTimer
 
-from .memory_connection import EchoHandler, answer, closed, fake_broker, receive_frames, request_frame
+from .memory_connection import EchoHandler, answer, closed, connected, fake_broker, receive_frames, request_frame
 
 IDLE_MS = 1000
 
@@ -77,12 +77,9 @@ async def test_silent_connection_is_closed_after_the_timeout(
 ) -> None:
     EchoHandler(monkeypatch)
     broker = fake_broker(connections_max_idle_ms=IDLE_MS)
-    client, server = trio.testing.memory_stream_pair()
-    with trio.fail_after(3600):  # a failure, not a hang
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve_connection, broker, server, "test")
-            await closed(client)
-            assert _idle_since(0.0)
+    async with connected(broker) as client:
+        await closed(client)
+        assert _idle_since(0.0)
     assert broker.metrics.connections_closed_idle == 1
 
 
@@ -91,16 +88,13 @@ async def test_each_request_restarts_the_idle_clock(
 ) -> None:
     EchoHandler(monkeypatch)
     broker = fake_broker(connections_max_idle_ms=IDLE_MS)
-    client, server = trio.testing.memory_stream_pair()
-    with trio.fail_after(3600):  # a failure, not a hang
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve_connection, broker, server, "test")
-            for i in range(5):  # a request every 0.9 s: never a second of silence
-                await trio.sleep(0.9)
-                await client.send_all(request_frame(i))
-                assert [cid for cid, _ in map(answer, await receive_frames(client, 1))] == [i]
-            await closed(client)
-            assert _idle_since(4.5)
+    async with connected(broker) as client:
+        for i in range(5):  # a request every 0.9 s: never a second of silence
+            await trio.sleep(0.9)
+            await client.send_all(request_frame(i))
+            assert [cid for cid, _ in map(answer, await receive_frames(client, 1))] == [i]
+        await closed(client)
+        assert _idle_since(4.5)
     assert broker.metrics.connections_closed_idle == 1
 
 
@@ -152,16 +146,13 @@ async def test_half_sent_frame_then_silence_is_idle(
     after the timeout, and the budget is whole again."""
     EchoHandler(monkeypatch)
     broker = fake_broker(connections_max_idle_ms=IDLE_MS, queued_max_request_bytes=64 * 1024)
-    client, server = trio.testing.memory_stream_pair()
-    with trio.fail_after(3600):  # a failure, not a hang
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve_connection, broker, server, "test")
-            await trio.sleep(0.5)
-            await client.send_all(request_frame(1, 50_000)[:1000])
-            await trio.testing.wait_all_tasks_blocked()
-            assert broker.request_budget.used == 50_000
-            await closed(client)
-            assert _idle_since(0.5)
+    async with connected(broker) as client:
+        await trio.sleep(0.5)
+        await client.send_all(request_frame(1, 50_000)[:1000])
+        await trio.testing.wait_all_tasks_blocked()
+        assert broker.request_budget.used == 50_000
+        await closed(client)
+        assert _idle_since(0.5)
     assert broker.request_budget.used == 0
 
 
@@ -190,14 +181,11 @@ async def test_no_timeout_means_open_for_ever(
 ) -> None:
     EchoHandler(monkeypatch)
     broker = fake_broker(connections_max_idle_ms=None)
-    client, server = trio.testing.memory_stream_pair()
-    with trio.fail_after(8 * 24 * 3600):  # a failure, not a hang
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve_connection, broker, server, "test")
-            await trio.sleep(7 * 24 * 3600)
-            await client.send_all(request_frame(3))
-            assert [cid for cid, _ in map(answer, await receive_frames(client, 1))] == [3]
-            await client.aclose()
+    async with connected(broker, within=8 * 24 * 3600) as client:
+        await trio.sleep(7 * 24 * 3600)
+        await client.send_all(request_frame(3))
+        assert [cid for cid, _ in map(answer, await receive_frames(client, 1))] == [3]
+        await client.aclose()
     assert broker.metrics.connections_closed_idle == 0
 
 
