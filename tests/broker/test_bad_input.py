@@ -33,6 +33,7 @@ from tributary.protocol.messages import ApiVersionsRequest
 from tributary.protocol.primitives import encode_varint
 from tributary.protocol.records import CONTROL_BIT, HEADER_SIZE, encode_batch_header, rewrite_crc
 from tributary.testing.cluster import BrokerProcess
+from tributary.testing.processes import rss_kib
 from tributary.testing.wire import WireConnection
 
 from .wire_helpers import (
@@ -246,12 +247,6 @@ def test_refused_records_get_kafkas_error_and_nothing_is_appended(
     bystander.check()
 
 
-def rss_bytes(broker: BrokerProcess) -> int:
-    assert broker.proc is not None
-    status = Path(f"/proc/{broker.proc.pid}/status").read_text()
-    return int(status.split("VmRSS:")[1].split()[0]) * 1024
-
-
 @pytest.mark.parametrize("codec", [Compression.ZSTD, Compression.GZIP])
 def test_a_compression_bomb_is_refused_without_the_memory_it_asks_for(
     broker: BrokerProcess, victim: tuple[WireConnection, str], bystander: Bystander, codec: Compression
@@ -259,10 +254,10 @@ def test_a_compression_bomb_is_refused_without_the_memory_it_asks_for(
     conn, topic = victim
     data = bomb(codec)
     assert len(data) < 1_048_588  # under message.max.bytes: only its records give it away
-    before, rss_before = log_state(conn, topic), rss_bytes(broker)
+    before, rss_before = log_state(conn, topic), broker.rss_kib() * 1024
     for _ in range(3):
         assert produce(conn, topic, data) == (ErrorCode.CORRUPT_MESSAGE, -1)
-    grown = rss_bytes(broker) - rss_before
+    grown = broker.rss_kib() * 1024 - rss_before
     print(
         f"{codec.name} bomb of {len(data)} bytes (256 MiB inflated): RSS {rss_before >> 20} MiB, grew {grown >> 20} MiB"
     )
@@ -440,13 +435,6 @@ def test_connection_closed_mid_frame_appends_nothing(
 IDLE_CONNECTIONS = 2000
 
 
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmRSS in /proc/{pid}/status")
-
-
 @contextlib.contextmanager
 def _open_file_soft_limit(limit: int) -> Iterator[None]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -484,7 +472,7 @@ def test_thousands_of_idle_connections(
         with no_tracebacks(broker), connect(broker) as client:
             topic = create_topic(client)
             assert produce(client, topic, batch(b"before")) == (ErrorCode.NONE, 0)
-            rss_before = _rss_kib(pid)
+            rss_before = rss_kib(pid)
             with contextlib.ExitStack() as stack:
                 idle = []
                 for i in range(IDLE_CONNECTIONS):
@@ -503,9 +491,9 @@ def test_thousands_of_idle_connections(
                     sock.sendall(request)
                 decoder_frames = [receive_one(sock) for sock in idle]
                 assert all(struct.unpack_from(">ih", f) == (42, 0) for f in decoder_frames)
-                rss_loaded = _rss_kib(pid)
+                rss_loaded = rss_kib(pid)
             assert produce(client, topic, batch(b"after")) == (ErrorCode.NONE, 2)
-        rss_after = _rss_kib(pid)
+        rss_after = rss_kib(pid)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     record_property("broker_rss_kib", {"before": rss_before, "loaded": rss_loaded, "after": rss_after})

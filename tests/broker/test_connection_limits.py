@@ -26,6 +26,7 @@ from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.headers import encode_request
 from tributary.protocol.messages import ApiVersionsRequest, ApiVersionsResponse, FetchResponse, ProduceResponse
 from tributary.testing.cluster import BrokerProcess
+from tributary.testing.processes import rss_kib
 from tributary.testing.wire import WireConnection
 
 from .wire_helpers import (
@@ -189,23 +190,16 @@ FRAMES = 12
 LONG_POLL_MS = 3000
 
 
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmRSS in /proc/{pid}/status")
-
-
 @contextlib.contextmanager
 def _peak_rss(pid: int) -> Iterator[list[int]]:
     """Samples the broker's VmRSS every few milliseconds while the block runs; the list
     holds the peak so far."""
-    peak = [_rss_kib(pid)]
+    peak = [rss_kib(pid)]
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.wait(0.002):
-            peak[0] = max(peak[0], _rss_kib(pid))
+            peak[0] = max(peak[0], rss_kib(pid))
 
     thread = threading.Thread(target=sample, name="rss", daemon=True)
     thread.start()
@@ -245,7 +239,7 @@ def test_pipelined_large_requests_are_throttled_answered_in_order_and_memory_sta
                 fetch_request([(quiet, 0, 0)], max_wait_ms=LONG_POLL_MS, min_bytes=1), FETCH_V, 0, "pipeliner"
             )
             produces = [_produce_frame(topic, i + 1) for i in range(FRAMES)]
-            rss_before = _rss_kib(broker.proc.pid)
+            rss_before = rss_kib(broker.proc.pid)
             with _peak_rss(broker.proc.pid) as peak:
                 sender = threading.Thread(target=client.sock.sendall, args=(fetch + b"".join(produces),))
                 sender.start()
@@ -273,7 +267,7 @@ def test_pipelined_large_requests_are_throttled_answered_in_order_and_memory_sta
                         assert (result.error_code, result.base_offset) == (ErrorCode.NONE, i)
                 finally:
                     sender.join(30)
-            rss_after = _rss_kib(broker.proc.pid)
+            rss_after = rss_kib(broker.proc.pid)
             assert latest(client, topic) == FRAMES
             poll(port, lambda s: s.value("tributary_broker_queued_request_bytes") == 0, "the budget to be whole")
             bystander.finish()
