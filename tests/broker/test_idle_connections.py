@@ -106,16 +106,13 @@ async def test_request_in_hand_keeps_the_connection_open(
     handler = EchoHandler(monkeypatch)
     handler.gate = trio.Event()
     broker = fake_broker(connections_max_idle_ms=IDLE_MS)
-    client, server = trio.testing.memory_stream_pair()
-    with trio.fail_after(3600):  # a failure, not a hang
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve_connection, broker, server, "test")
-            await client.send_all(request_frame(1))
-            await trio.sleep(30)
-            handler.gate.set()
-            assert [cid for cid, _ in map(answer, await receive_frames(client, 1))] == [1]
-            await closed(client)
-            assert _idle_since(30.0)
+    async with connected(broker) as client:
+        await client.send_all(request_frame(1))
+        await trio.sleep(30)
+        handler.gate.set()
+        assert [cid for cid, _ in map(answer, await receive_frames(client, 1))] == [1]
+        await closed(client)
+        assert _idle_since(30.0)
 
 
 async def test_waiting_for_the_request_budget_is_not_idle(
@@ -126,17 +123,14 @@ async def test_waiting_for_the_request_budget_is_not_idle(
     EchoHandler(monkeypatch)
     broker = fake_broker(connections_max_idle_ms=IDLE_MS, queued_max_request_bytes=4096)
     await broker.request_budget.acquire(4096)  # another connection's requests
-    client, server = trio.testing.memory_stream_pair()
-    with trio.fail_after(3600):  # a failure, not a hang
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve_connection, broker, server, "test")
-            await client.send_all(request_frame(1, 100))
-            await trio.sleep(30)
-            assert broker.request_budget.waiting == 1
-            broker.request_budget.release(4096)
-            assert [answer(r) for r in await receive_frames(client, 1)] == [(1, 100)]
-            await closed(client)
-            assert _idle_since(30.0)
+    async with connected(broker) as client:
+        await client.send_all(request_frame(1, 100))
+        await trio.sleep(30)
+        assert broker.request_budget.waiting == 1
+        broker.request_budget.release(4096)
+        assert [answer(r) for r in await receive_frames(client, 1)] == [(1, 100)]
+        await closed(client)
+        assert _idle_since(30.0)
 
 
 async def test_half_sent_frame_then_silence_is_idle(

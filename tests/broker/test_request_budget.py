@@ -15,6 +15,7 @@ from .memory_connection import (
     EchoHandler,
     answer,
     closed,
+    connected,
     fake_broker,
     receive_frames,
     request_frame,
@@ -207,13 +208,10 @@ async def test_a_connection_holding_nothing_may_take_a_frame_as_large_as_the_bud
 ) -> None:
     EchoHandler(monkeypatch)
     broker = fake_broker(queued_max_request_bytes=64 * KIB)
-    client, server = trio.testing.memory_stream_pair()
-    with trio.fail_after(60):  # a failure, not a hang
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve_connection, broker, server, "test")
-            await client.send_all(request_frame(1, 64 * KIB) + request_frame(2, 64 * KIB))
-            assert [answer(r) for r in await receive_frames(client, 2)] == [(1, 64 * KIB), (2, 64 * KIB)]
-            await client.aclose()
+    async with connected(broker, within=60) as client:
+        await client.send_all(request_frame(1, 64 * KIB) + request_frame(2, 64 * KIB))
+        assert [answer(r) for r in await receive_frames(client, 2)] == [(1, 64 * KIB), (2, 64 * KIB)]
+        await client.aclose()
 
 
 async def test_connections_wait_in_turn_once_the_budget_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
