@@ -88,3 +88,15 @@ async def apply(broker: Broker, resource_type: int, name: str, change: Change, v
         raise Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)) from exc
     except ClusterError as exc:
         raise Refused(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from exc
+
+
+async def change_or_refuse(
+    broker: Broker, resource_type: int, name: str, build: Callable[[], Change], validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """AlterConfigs' and IncrementalAlterConfigs' answer for one resource: (NONE, None) once
+    the change built by ``build`` is applied (or only checked), else the refusal's code and why."""
+    try:
+        await apply(broker, resource_type, name, build(), validate_only)
+    except Refused as exc:
+        return exc.code, str(exc)
+    return ErrorCode.NONE, None

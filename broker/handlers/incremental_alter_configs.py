@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from tributary.broker.context import RequestContext
-from tributary.broker.topic_config_changes import Refused, apply, incremental
+from tributary.broker.topic_config_changes import change_or_refuse, incremental
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
@@ -15,21 +15,16 @@ log = logging.getLogger(__name__)
 async def _alter(
     ctx: RequestContext, resource: IncrementalAlterConfigsRequest.AlterConfigsResource, validate_only: bool
 ) -> IncrementalAlterConfigsResponse.AlterConfigsResourceResponse:
-    result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-        error_code=ErrorCode.NONE,
-        error_message=None,
-        resource_type=resource.resource_type,
-        resource_name=resource.resource_name,
-    )
-    try:
-        change = incremental([(c.name, c.config_operation, c.value) for c in resource.configs])
-        await apply(ctx.broker, resource.resource_type, resource.resource_name, change, validate_only)
-    except Refused as exc:
-        result.error_code, result.error_message = exc.code, str(exc)
-        return result
-    if not validate_only:
+    code, message = await change_or_refuse(
+        ctx.broker, resource.resource_type, resource.resource_name,
+        lambda: incremental([(c.name, c.config_operation, c.value) for c in resource.configs]), validate_only,
+    )  # fmt: skip
+    if code == ErrorCode.NONE and not validate_only:
         log.info("config of topic %s changed for %s", resource.resource_name, ctx.peer)
-    return result
+    return IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+        error_code=code, error_message=message, resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )  # fmt: skip
 
 
 async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
