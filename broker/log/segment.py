@@ -25,7 +25,7 @@ from tributary.broker.log.errors import CorruptLogError
 from tributary.broker.log.files import OPEN_FLAGS, unlink_quietly, write_all
 from tributary.broker.log.index import OffsetIndex, TimeIndex
 from tributary.protocol.crc32c import BytesLike
-from tributary.protocol.errors import CorruptRecordError
+from tributary.protocol.errors import CorruptRecordError, ProtocolError
 from tributary.protocol.records import HEADER_SIZE, BatchHeader, parse_batch_header, verify_crc
 
 LOG_SUFFIX = ".log"
@@ -70,7 +70,9 @@ def scan_batches(
             buf, buf_start, rel = os.pread(fd, max(chunk_size, HEADER_SIZE), pos), pos, 0
         try:
             header = parse_batch_header(buf, rel)
-        except CorruptRecordError as exc:
+        except ProtocolError as exc:
+            # A magic byte flipped to 0 or 1 reads as an old format, not as damage; on disk,
+            # where only v2 batches were ever written, it is damage all the same.
             raise CorruptRecordError(f"at file position {pos}: {exc}") from None
         size = header.size
         if pos + size > end:

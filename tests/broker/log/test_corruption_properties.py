@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tributary.broker.log.errors import CorruptLogError
@@ -23,6 +23,7 @@ SEGMENT_BYTES = 1500
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1), flips=st.integers(min_value=1, max_value=3))
+@example(seed=98699, flips=1)  # a flip of the magic byte to 0 once escaped recovery as UnsupportedMagicError
 def test_random_damage_while_stopped_deletes_nothing_acknowledged_and_serves_nothing_damaged(
     tmp_path_factory: pytest.TempPathFactory, seed: int, flips: int
 ) -> None:
