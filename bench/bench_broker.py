@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tributary.protocol.headers import encode_request
@@ -219,39 +219,8 @@ PRODUCE_ZSTD = {"linger.ms": 20, "batch.size": 65536, "compression.type": "zstd"
 
 
 def produce(broker: Broker, topic: str, values: Sequence[bytes], count: int, config: dict[str, Any]) -> Sample:
-    errors: list[str] = []
-
-    def delivered(err: Any, _msg: Any) -> None:
-        if err is not None and len(errors) < 5:
-            errors.append(str(err))
-
-    producer = Producer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "acks": 1,
-            "enable.idempotence": False,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "delivery.report.only.error": True,
-            "on_delivery": delivered,
-            **config,
-        }
-    )
-    producer.list_topics(topic, timeout=10)  # connected, metadata known: not part of the timing
-    send, poll, n = producer.produce, producer.poll, len(values)
-    start = time.perf_counter()
-    for i in range(count):
-        value = values[i % n]
-        try:
-            send(topic, value)
-        except BufferError:
-            poll(0.01)
-            send(topic, value)
-    left = producer.flush(120)
-    seconds = time.perf_counter() - start
-    del producer
-    if left or errors:
-        raise RuntimeError(f"{broker.label}: {left} messages undelivered; errors: {errors}")
+    settings = {"acks": 1, "enable.idempotence": False, **config}
+    seconds = common.confluent_produce(broker.bootstrap, topic, values, count, settings, label=broker.label)
     return Sample(seconds, count, count * len(values[0]))
 
 

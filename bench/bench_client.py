@@ -63,7 +63,6 @@ import confluent_kafka
 import trio
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import KafkaException
-from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -126,37 +125,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
 
 
 def produce_theirs(bootstrap: str, topic: str, values: Sequence[bytes], count: int, config: dict[str, Any]) -> Sample:
-    errors: list[str] = []
-
-    def delivered(err: Any, _msg: Any) -> None:
-        if err is not None and len(errors) < 5:
-            errors.append(str(err))
-
-    producer = ConfluentProducer(
-        {
-            "bootstrap.servers": bootstrap,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "delivery.report.only.error": True,
-            "on_delivery": delivered,
-            **config,
-        }
-    )
-    producer.list_topics(topic, timeout=10)  # connected, metadata known: not timed
-    send, poll, n = producer.produce, producer.poll, len(values)
-    start = time.perf_counter()
-    for i in range(count):
-        value = values[i % n]
-        try:
-            send(topic, value)
-        except BufferError:
-            poll(0.01)
-            send(topic, value)
-    left = producer.flush(120)
-    seconds = time.perf_counter() - start
-    del producer
-    if left or errors:
-        raise RuntimeError(f"confluent-kafka: {left} messages undelivered; errors: {errors}")
+    seconds = common.confluent_produce(bootstrap, topic, values, count, config, label="confluent-kafka")
     return Sample(seconds, count, count * len(values[0]))
 
 

@@ -66,6 +66,48 @@ def replayed(args: argparse.Namespace, render: Callable[[Any], str]) -> bool:
     return True
 
 
+def confluent_produce(
+    bootstrap: str, topic: str, values: Sequence[bytes], count: int, config: dict[str, Any], *, label: str
+) -> float:
+    """Seconds librdkafka (confluent-kafka) takes to send ``count`` of ``values`` in turn and
+    flush, with its queues large enough never to be what is measured; connecting and the
+    topic's metadata are not timed. Raises if a message was not delivered."""
+    from confluent_kafka import Producer  # noqa: PLC0415 (a test extra)
+
+    errors: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None and len(errors) < 5:
+            errors.append(str(err))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "delivery.report.only.error": True,
+            "on_delivery": delivered,
+            **config,
+        }
+    )
+    producer.list_topics(topic, timeout=10)  # connected, metadata known: not timed
+    send, poll, n = producer.produce, producer.poll, len(values)
+    start = time.perf_counter()
+    for i in range(count):
+        value = values[i % n]
+        try:
+            send(topic, value)
+        except BufferError:
+            poll(0.01)
+            send(topic, value)
+    left = producer.flush(120)
+    seconds = time.perf_counter() - start
+    del producer
+    if left or errors:
+        raise RuntimeError(f"{label}: {left} messages undelivered; errors: {errors}")
+    return seconds
+
+
 def settings(args: argparse.Namespace, *, default_seconds: float, quick_seconds: float) -> Settings:
     seconds = args.seconds if args.seconds is not None else quick_seconds if args.quick else default_seconds
     if args.repeat is not None and args.repeat < 1:
