@@ -182,20 +182,23 @@ def produce_shape(
     return shape
 
 
+def same_producers(codec: str, batch_bytes: int, linger_ms: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Tributary's producer settings and librdkafka's for the same producer: acks=1, no
+    idempotence, the same codec, batch size and linger."""
+    ours = {"acks": 1, "compression": codec, "batch_bytes": batch_bytes, "linger_ms": linger_ms}
+    theirs = {
+        "acks": 1, "enable.idempotence": False, "compression.type": codec, "batch.size": batch_bytes,
+        "linger.ms": linger_ms,
+    }  # fmt: skip
+    return ours, theirs
+
+
 SHAPES: dict[str, ShapeFunction] = {
     "produce-200B": produce_shape(
-        "produce-200B",
-        lambda ctx: ctx.small,
-        (20_000, 300_000),
-        {"acks": 1, "compression": "none", "batch_bytes": 16384, "linger_ms": 5},
-        {"acks": 1, "enable.idempotence": False, "compression.type": "none", "batch.size": 16384, "linger.ms": 5},
+        "produce-200B", lambda ctx: ctx.small, (20_000, 300_000), *same_producers("none", 16384, 5)
     ),
     "produce-1KiB-zstd": produce_shape(
-        "produce-1KiB-zstd",
-        lambda ctx: ctx.large,
-        (5_000, 100_000),
-        {"acks": 1, "compression": "zstd", "batch_bytes": 65536, "linger_ms": 20},
-        {"acks": 1, "enable.idempotence": False, "compression.type": "zstd", "batch.size": 65536, "linger.ms": 20},
+        "produce-1KiB-zstd", lambda ctx: ctx.large, (5_000, 100_000), *same_producers("zstd", 65536, 20)
     ),
 }
 #: The least ours/reference ratio each shape should reach.
