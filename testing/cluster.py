@@ -20,7 +20,7 @@ from kazoo.client import KazooClient
 
 from tributary.protocol.messages import MetadataRequest
 from tributary.testing.ports import free_port, free_ports
-from tributary.testing.processes import ChildProcess
+from tributary.testing.processes import ListeningProcess
 from tributary.testing.wire import request
 
 #: How long a broker may take to answer Metadata after its start.
@@ -29,7 +29,7 @@ START_TIMEOUT = 30.0
 METADATA_VERSION = 8
 
 
-class BrokerProcess(ChildProcess):
+class BrokerProcess(ListeningProcess):
     def __init__(
         self,
         broker_id: int,
@@ -54,14 +54,6 @@ class BrokerProcess(ChildProcess):
         # Given: the HOST:PORT clients are told to use (--advertise), e.g. a proxy in front.
         self.advertise = advertise
         self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.port)
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
