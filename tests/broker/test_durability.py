@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, Message, Producer
 
 from tests.broker.wire_helpers import (
     EARLIEST,
@@ -29,6 +29,7 @@ from tests.broker.wire_helpers import (
     values,
 )
 from tests.fixtures.zookeeper import ZooKeeperHandle
+from tests.interop.wire import read_from_beginning
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import CreateTopicsRequest
 from tributary.protocol.records import HEADER_SIZE, iter_batches, iter_records
@@ -93,34 +94,8 @@ def log_openings(broker: BrokerProcess) -> list[str]:
 
 def consume_everything(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes]]]:
     """partition -> [(offset, value)] from the beginning to the end, through confluent-kafka."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "durability",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "check.crcs": True,
-        }
-    )
-    consumed: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        at_end: set[int] = set()
-        deadline = time.monotonic() + TIMEOUT
-        while len(at_end) < partitions:
-            assert time.monotonic() < deadline, f"only partitions {sorted(at_end)} reached their end"
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if (error := message.error()) is not None:
-                assert error.code() == KafkaError._PARTITION_EOF, error
-                at_end.add(message.partition())
-                continue
-            at_end.discard(message.partition())
-            consumed[message.partition()].append((message.offset(), message.value()))
-    finally:
-        consumer.close()
-    return consumed
+    consumed, _ = read_from_beginning(bootstrap, topic, partitions, "durability")
+    return {p: [(m.offset(), m.value()) for m in messages] for p, messages in consumed.items()}
 
 
 # --- (a) clean restarts -------------------------------------------------------------------------

@@ -3,13 +3,12 @@ producer with the Java client's partitioner, and an assigning consumer."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter, defaultdict
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.interop.wire import broker_by_id, stored_batches, wait_for_topic
+from tests.interop.wire import broker_by_id, read_from_beginning, stored_batches, wait_for_topic
 from tributary.protocol.compression import Compression
 from tributary.protocol.murmur2 import partition_for_key
 from tributary.testing.cluster import Cluster
@@ -74,41 +73,10 @@ def produce(bootstrap: str) -> dict[int, list[tuple[int, bytes, bytes]]]:
 
 def consume(bootstrap: str) -> dict[int, list[tuple[int, bytes, bytes]]]:
     """Reads every partition from the beginning to its end; partition -> [(offset, key, value)]."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "ck-interop",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "check.crcs": True,
-        }
-    )
-    consumed: dict[int, list[tuple[int, bytes, bytes]]] = defaultdict(list)
-    try:
-        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        at_end: set[int] = set()
-        deadline = time.monotonic() + TIMEOUT
-        while len(at_end) < PARTITIONS:
-            assert time.monotonic() < deadline, f"only partitions {sorted(at_end)} reached their end"
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                assert error.code() == KafkaError._PARTITION_EOF, error
-                at_end.add(message.partition())
-                continue
-            partition = message.partition()
-            at_end.discard(partition)
-            consumed[partition].append((message.offset(), message.key(), message.value()))
-        watermarks = {
-            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10) for p in range(PARTITIONS)
-        }
-    finally:
-        consumer.close()
+    consumed, watermarks = read_from_beginning(bootstrap, TOPIC, PARTITIONS, "ck-interop")
     for partition, (low, high) in watermarks.items():
         assert (low, high) == (0, len(consumed[partition])), f"partition {partition}"
-    return dict(consumed)
+    return {p: [(m.offset(), m.key(), m.value()) for m in messages] for p, messages in consumed.items()}
 
 
 def test_idempotent_zstd_producer_and_assigning_consumer(broker_cluster: Cluster) -> None:

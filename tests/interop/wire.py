@@ -3,7 +3,9 @@ leaders, and the batches a broker stores (to see what a client actually sent).""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from typing import Any
 
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import CreateTopicsRequest, FetchRequest
@@ -70,3 +72,44 @@ def stored_batch_bytes(
             for pos, header in iter_batches(buf):
                 yield header, buf[pos : pos + header.size]
                 offset = header.next_offset
+
+
+def read_from_beginning(
+    bootstrap: str, topic: str, partitions: int, group: str, timeout: float = TIMEOUT
+) -> tuple[dict[int, list[Any]], dict[int, tuple[int, int]]]:
+    """Every message of every partition from its beginning to its end, through confluent-kafka
+    (CRCs checked), and each partition's (low, high) watermarks once read."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError  # noqa: PLC0415 (a test extra)
+    from confluent_kafka import TopicPartition as CKTopicPartition  # noqa: PLC0415
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "check.crcs": True,
+        }
+    )
+    consumed: dict[int, list[Any]] = {p: [] for p in range(partitions)}
+    try:
+        consumer.assign([CKTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"only partitions {sorted(at_end)} reached their end"
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if (error := message.error()) is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
+                at_end.add(message.partition())
+                continue
+            at_end.discard(message.partition())
+            consumed[message.partition()].append(message)
+        watermarks = {
+            p: consumer.get_watermark_offsets(CKTopicPartition(topic, p), timeout=10) for p in range(partitions)
+        }
+    finally:
+        consumer.close()
+    return consumed, watermarks
