@@ -226,13 +226,19 @@ def _payload(frame: bytes) -> bytes:
     return payloads[0]
 
 
-def test_pinned_librdkafka_api_versions_v3() -> None:
-    frame = load_vector("librdkafka_api_versions_v3")
+def _decoded(name: str) -> tuple[bytes, headers.RequestEnvelope, Any]:
+    """A pinned librdkafka request: its frame, its header (from our client id) and its body,
+    decoded as the broker decodes them."""
+    frame = load_vector(name)
     payload = _payload(frame)
     envelope = headers.decode_request_header(payload)
-    assert (envelope.api_key, envelope.api_version, envelope.correlation_id) == (ApiKey.API_VERSIONS, 3, 1)
     assert envelope.header.client_id == CLIENT_ID
-    body = headers.decode_request_body(envelope, payload)
+    return frame, envelope, headers.decode_request_body(envelope, payload)
+
+
+def test_pinned_librdkafka_api_versions_v3() -> None:
+    frame, envelope, body = _decoded("librdkafka_api_versions_v3")
+    assert (envelope.api_key, envelope.api_version, envelope.correlation_id) == (ApiKey.API_VERSIONS, 3, 1)
     assert body == ApiVersionsRequest(
         client_software_name="confluent-kafka-python", client_software_version="2.16.1-rdkafka-2.16.0"
     )
@@ -241,12 +247,8 @@ def test_pinned_librdkafka_api_versions_v3() -> None:
 
 
 def test_pinned_librdkafka_metadata_v8() -> None:
-    frame = load_vector("librdkafka_metadata_v8")
-    payload = _payload(frame)
-    envelope = headers.decode_request_header(payload)
+    frame, envelope, body = _decoded("librdkafka_metadata_v8")
     assert (envelope.api_key, envelope.api_version, envelope.correlation_id) == (ApiKey.METADATA, 8, 2)
-    assert envelope.header.client_id == CLIENT_ID
-    body = headers.decode_request_body(envelope, payload)
     assert body == MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
         allow_auto_topic_creation=True,
@@ -257,12 +259,8 @@ def test_pinned_librdkafka_metadata_v8() -> None:
 
 
 def test_pinned_librdkafka_produce_v8() -> None:
-    frame = load_vector("librdkafka_produce_v8")
-    payload = _payload(frame)
-    envelope = headers.decode_request_header(payload)
+    frame, envelope, body = _decoded("librdkafka_produce_v8")
     assert (envelope.api_key, envelope.api_version) == (ApiKey.PRODUCE, 8)
-    assert envelope.header.client_id == CLIENT_ID
-    body = headers.decode_request_body(envelope, payload)
     assert isinstance(body, ProduceRequest)
     assert body.transactional_id is None
     assert (body.acks, body.timeout_ms) == (-1, 30000)
