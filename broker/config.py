@@ -18,6 +18,7 @@ from typing import Any
 
 from tributary.broker.group.config import GroupConfig
 from tributary.broker.log.config import LogConfig
+from tributary.broker.replication.config import ReplicationConfig
 
 
 class ConfigError(ValueError):
@@ -70,6 +71,10 @@ class BrokerConfig:
     # pipelining clients pin gigabytes); None (-1) is unlimited.
     queued_max_request_bytes: int | None = 256 * 1024 * 1024
     zookeeper_session_timeout_ms: int = 18_000
+    # On SIGTERM, first have the controller move this broker's leaderships to other in-sync
+    # replicas, waiting at most this long (Kafka retries 3 times 5 s apart), then stop.
+    controlled_shutdown: bool = True
+    controlled_shutdown_timeout_ms: int = 30_000
     retention_check_interval_ms: int = 300_000
     # How often the broker checks whether a log is due for an fsync.
     flush_scheduler_interval_ms: int = 1_000
@@ -89,6 +94,7 @@ class BrokerConfig:
     metrics_host: str | None = None
     log: LogConfig = field(default_factory=LogConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
+    replication: ReplicationConfig = field(default_factory=ReplicationConfig)
 
 
 def _int(name: str, value: Any) -> int:
@@ -161,6 +167,8 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "connections.max.idle.ms": ("connections_max_idle_ms", _int_or_unlimited),
     "queued.max.request.bytes": ("queued_max_request_bytes", _int_or_unlimited),
     "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _int),
+    "controlled.shutdown.enable": ("controlled_shutdown", _bool),
+    "controlled.shutdown.timeout.ms": ("controlled_shutdown_timeout_ms", _int),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", _int),
     "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", _int),
     "log.scrub.interval.ms": ("scrub_interval_ms", _int),
@@ -183,10 +191,21 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "group.min.session.timeout.ms": ("group.min_session_timeout_ms", _int),
     "group.max.session.timeout.ms": ("group.max_session_timeout_ms", _int),
     "offsets.topic.num.partitions": ("group.offsets_topic_partitions", _int),
+    "offsets.topic.replication.factor": ("group.offsets_topic_replication_factor", _int),
     "offsets.topic.segment.bytes": ("group.offsets_topic_segment_bytes", _int),
     "offsets.retention.minutes": ("group.offsets_retention_minutes", _int),
     "offsets.retention.check.interval.ms": ("group.offsets_retention_check_interval_ms", _int),
     "offset.metadata.max.bytes": ("group.offset_metadata_max_bytes", _int),
+    "replica.lag.time.max.ms": ("replication.lag_time_max_ms", _int),
+    "replica.fetch.wait.max.ms": ("replication.fetch_wait_max_ms", _int),
+    "replica.fetch.min.bytes": ("replication.fetch_min_bytes", _int),
+    "replica.fetch.max.bytes": ("replication.fetch_max_bytes", _int),
+    "replica.fetch.response.max.bytes": ("replication.fetch_response_max_bytes", _int),
+    "replica.fetch.backoff.ms": ("replication.fetch_backoff_ms", _int),
+    "replica.socket.timeout.ms": ("replication.socket_timeout_ms", _int),
+    "min.insync.replicas": ("replication.min_insync_replicas", _int),
+    "default.replication.factor": ("replication.default_replication_factor", _int),
+    "unclean.leader.election.enable": ("replication.unclean_leader_election", _bool),
 }
 REQUIRED = ("id", "listen", "data-dir", "zookeeper")
 
@@ -235,7 +254,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
             raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
 
     top: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}}
+    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}}
     for name, value in settings.items():
         attr, convert = _SETTINGS[name]
         section, dot, rest = attr.partition(".")
@@ -258,6 +277,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
         top["advertise"] = listen
     try:
         group = GroupConfig(**sections["group"])
+        replication = ReplicationConfig(**sections["replication"])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return BrokerConfig(log=LogConfig(**sections["log"]), group=group, **top)
+    return BrokerConfig(log=LogConfig(**sections["log"]), group=group, replication=replication, **top)

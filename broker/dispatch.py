@@ -37,6 +37,7 @@ from tributary.broker.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sync_group,
 )
@@ -87,6 +88,9 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.DELETE_GROUPS: Route[m.DeleteGroupsRequest, m.DeleteGroupsResponse](delete_groups.handle),
     ApiKey.OFFSET_DELETE: Route[m.OffsetDeleteRequest, m.OffsetDeleteResponse](offset_delete.handle),
     ApiKey.DESCRIBE_LOG_DIRS: Route[m.DescribeLogDirsRequest, m.DescribeLogDirsResponse](describe_log_dirs.handle),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
+        offset_for_leader_epoch.handle
+    ),
 }
 
 

@@ -71,6 +71,9 @@ class BrokerMetrics:
         # Refused at once by max.connections / max.connections.per.ip, by Refusal value.
         self.connections_refused: dict[str, int] = {}
         self.connections_closed_idle = 0
+        # ISR changes this broker wrote as a leader (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self._flush_seconds = Histogram(
             "tributary_broker_log_flush_duration_seconds",
             "Time one flush of a partition log spent in fsync (segments, indexes, directory)",
@@ -107,6 +110,12 @@ class BrokerMetrics:
 
     def connection_idle_closed(self) -> None:
         self.connections_closed_idle += 1
+
+    def isr_changed(self, topic: str, partition: int, shrunk: bool) -> None:
+        if shrunk:
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
 
     def forget_topics_not_in(self, topics: Collection[str]) -> None:
         """Drops the series of topics no longer in the cluster (deleted), so they
@@ -178,6 +187,14 @@ class BrokerMetrics:
             "tributary_broker_connections_closed_idle",
             "Client connections closed after connections.max.idle.ms with nothing received, sent or in hand",
             self.connections_closed_idle,
+        )
+        yield CounterMetricFamily(
+            "tributary_broker_isr_shrinks", "ISR shrinks written by this broker as leader (IsrShrinksPerSec)",
+            self.isr_shrinks,
+        )
+        yield CounterMetricFamily(
+            "tributary_broker_isr_expands", "ISR expansions written by this broker as leader (IsrExpandsPerSec)",
+            self.isr_expands,
         )
 
 

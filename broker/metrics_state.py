@@ -41,6 +41,7 @@ class BrokerStateCollector(Collector):
         yield from self._groups()
         yield from self._zookeeper()
         yield from self._request_budget()
+        yield from self._replication()
 
     def _logs(self) -> Iterator[Metric]:
         labels = ["topic", "partition"]
@@ -132,3 +133,47 @@ class BrokerStateCollector(Collector):
             "their share of it",
             value=budget.throttled,
         )
+
+    def _replication(self) -> Iterator[Metric]:
+        """Kafka's ReplicaManager and controller gauges, under their Kafka names in the help."""
+        broker = self._broker
+        snapshot = broker.snapshot()
+        led = [(p, p.leader_state) for p in broker.partitions.local() if p.leader_state is not None]
+        under_replicated = sum(1 for p, state in led if len(state.isr) < len(p.replicas))
+        under_min_isr = 0
+        lag = GaugeMetricFamily(
+            "tributary_broker_replica_lag_messages",
+            "Messages a follower is behind this leader's log end (Kafka's replica fetch lag, seen by the leader)",
+            labels=["topic", "partition", "replica"],
+        )
+        for p, state in led:
+            info = snapshot.topics.get(p.topic)
+            override = None if info is None else info.config.get("min.insync.replicas")
+            default = broker.config.replication.min_insync_replicas
+            minimum = int(override) if override and override.isdigit() else default
+            if len(state.isr) < minimum:
+                under_min_isr += 1
+            for replica, behind in sorted(state.follower_lag(p.log.log_end_offset).items()):
+                lag.add_metric([p.topic, str(p.index), str(replica)], behind)
+        yield GaugeMetricFamily(
+            "tributary_broker_leader_partitions", "Partitions this broker leads (LeaderCount)", len(led)
+        )
+        yield GaugeMetricFamily(
+            "tributary_broker_under_replicated_partitions",
+            "Partitions led here whose ISR is smaller than their replica set (UnderReplicatedPartitions)",
+            under_replicated,
+        )
+        yield GaugeMetricFamily(
+            "tributary_broker_under_min_isr_partitions",
+            "Partitions led here with fewer in-sync replicas than min.insync.replicas (UnderMinIsrPartitionCount)",
+            under_min_isr,
+        )
+        offline = 0
+        if broker.registry.is_controller:
+            offline = sum(1 for t in snapshot.topics.values() for s in t.partitions.values() if not s.online)
+        yield GaugeMetricFamily(
+            "tributary_broker_offline_partitions",
+            "Partitions with no live leader, counted by the controller only (OfflinePartitionsCount)",
+            offline,
+        )
+        yield lag

@@ -63,9 +63,10 @@ async def _flush_scheduler(broker: Broker) -> None:
                 await trio.to_thread.run_sync(partition_log.flush)
         try:
             broker.logs.checkpoint_recovery_points()
+            broker.logs.checkpoint_high_watermarks()
         except OSError as exc:
             if not checkpoint_failed:
-                log.warning("cannot write the recovery point checkpoint (tried again each flush): %s", exc)
+                log.warning("cannot write the recovery point or high watermark checkpoints (tried each flush): %s", exc)
             checkpoint_failed = True
         else:
             if checkpoint_failed:
@@ -140,9 +141,29 @@ async def _accept(
         broker.metrics.connection_closed()
 
 
+async def _stop_when_asked(broker: Broker, stop: trio.Event, scope: trio.CancelScope) -> None:
+    """A controlled shutdown: leaderships handed over while still serving, then everything stops."""
+    await stop.wait()
+    config = broker.config
+    if config.controlled_shutdown:
+        log.info("broker %d: controlled shutdown: moving leadership to other in-sync replicas", config.broker_id)
+        moved = await broker.registry.controlled_shutdown(config.controlled_shutdown_timeout_ms / 1000)
+        if not moved:
+            log.warning(
+                "broker %d: leadership not fully moved within controlled.shutdown.timeout.ms; stopping anyway",
+                config.broker_id,
+            )
+    scope.cancel()
+
+
 async def run(
-    config: BrokerConfig, *, task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED
+    config: BrokerConfig,
+    *,
+    stop: trio.Event | None = None,
+    task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """Serve until cancelled, or until `stop` is set: then shut down in a controlled way
+    (leadership handed over first, see `controlled.shutdown.enable`) and return."""
     max_open = None if config.max_open_logs < 0 else max(1, config.max_open_logs)
     logs = await trio.to_thread.run_sync(partial(LogManager, config.data_dir, config.log, max_open=max_open))
     metrics = BrokerMetrics()
@@ -172,6 +193,8 @@ async def run(
                 host, port, *_ = metrics_listeners[0].socket.getsockname()
                 log.info("broker %d serves metrics on http://%s:%d/metrics", config.broker_id, host, port)
             await nursery.start(_follow_assignments, broker)
+            # Leaders, followers and their fetchers, as the partition states say.
+            await nursery.start(broker.replicas.run)
             # The coordinator loads the __consumer_offsets partitions this broker leads;
             # until a partition is loaded its groups get COORDINATOR_LOAD_IN_PROGRESS.
             await nursery.start(broker.groups.run)
@@ -190,6 +213,8 @@ async def run(
                 config.datacenter,
                 config.data_dir,
             )
+            if stop is not None:
+                nursery.start_soon(_stop_when_asked, broker, stop, nursery.cancel_scope)
             task_status.started(listeners)
     finally:
         with trio.CancelScope(shield=True):

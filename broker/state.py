@@ -15,6 +15,7 @@ from tributary.broker.group.storage import OffsetsLogStorage
 from tributary.broker.log.manager import LogManager
 from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.partitions import PartitionManager
+from tributary.broker.replication.manager import ReplicaManager
 from tributary.broker.request_budget import RequestBudget
 from tributary.protocol.messages import ApiVersionsResponse
 
@@ -51,6 +52,9 @@ class Broker:
         self.registry = registry
         self.logs = logs
         self.partitions = PartitionManager(config.broker_id, logs)
+        self.replicas = ReplicaManager(
+            config.broker_id, self.partitions, registry, config.replication, self.metrics.isr_changed
+        )
         self.producer_ids = ProducerIds(registry)
         self.groups = GroupService(
             GroupCoordinator(config.group), OffsetsLogStorage(self.partitions, lambda: registry.snapshot)

@@ -55,6 +55,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "delete_groups": ("DeleteGroupsRequest", "DeleteGroupsResponse"),
     "offset_delete": ("OffsetDeleteRequest", "OffsetDeleteResponse"),
     "describe_log_dirs": ("DescribeLogDirsRequest", "DescribeLogDirsResponse"),
+    "offset_for_leader_epoch": ("OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse"),
 }
 
 PRIMITIVE_PY = {

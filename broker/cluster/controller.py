@@ -14,7 +14,9 @@ Its duties:
 - partition growth requests (`/admin/create_partitions/<t>`): spread the new partitions over the
   live brokers and write them into the topic's assignment with their states, atomically;
 - leadership: whenever the set of live brokers changes, a partition whose leader died goes to the
-  first live replica of its ISR, or to -1 when there is none; a new live leader bumps the epoch.
+  first live replica of its ISR, or to -1 when there is none; a new live leader bumps the epoch;
+- controlled shutdown: a broker announcing its shutdown (`/admin/controlled_shutdown/<id>`, an
+  ephemeral node) loses the leadership of every partition another in-sync replica can take.
 """
 
 from __future__ import annotations
@@ -84,23 +86,30 @@ def assign_replicas(
 
 
 def elect_leader(
-    current: LeaderAndIsr, replicas: Sequence[int], live: Collection[int], controller_epoch: int
+    current: LeaderAndIsr,
+    replicas: Sequence[int],
+    live: Collection[int],
+    controller_epoch: int,
+    shutting_down: Collection[int] = (),
 ) -> LeaderAndIsr | None:
     """The partition's next state given the live brokers, or None when it should not change.
 
-    A live leader stays. Otherwise the first live replica (in replica order) that is in the ISR
-    leads, with the epoch bumped and dead replicas dropped from the ISR; the ISR never becomes
-    empty, so with one replica the partition waits at leader -1 (same epoch) for that broker.
+    A live leader stays, unless it is shutting down and another in-sync replica can take over.
+    Otherwise the first live replica (in replica order) that is in the ISR and not shutting down
+    leads, with the epoch bumped and dead (or departing) replicas dropped from the ISR. Only the
+    ISR is ever chosen from (clean election), and the ISR never becomes empty, so a partition
+    whose in-sync replicas are all gone waits at leader -1 (same epoch) for one of them.
     """
-    if current.leader != NO_LEADER and current.leader in live:
+    leader_alive = current.leader != NO_LEADER and current.leader in live
+    if leader_alive and current.leader not in shutting_down:
         return None
-    candidates = [broker for broker in replicas if broker in current.isr and broker in live]
+    candidates = [b for b in replicas if b in current.isr and b in live and b not in shutting_down]
     if not candidates:
-        if current.leader == NO_LEADER:
-            return None
+        if leader_alive or current.leader == NO_LEADER:
+            return None  # a departing leader with no one to hand over to keeps leading until it goes
         return LeaderAndIsr(NO_LEADER, current.leader_epoch, current.isr, controller_epoch)
     leader = candidates[0]
-    isr = tuple(broker for broker in current.isr if broker in live)
+    isr = tuple(b for b in current.isr if b in live and b not in shutting_down) or (leader,)
     return LeaderAndIsr(leader, current.leader_epoch + 1, isr, controller_epoch)
 
 
@@ -222,6 +231,7 @@ class Controller:
                     await session.ensure_path(zk_paths.ADMIN_CREATE_TOPICS)
                     await session.ensure_path(zk_paths.ADMIN_DELETE_TOPICS)
                     await session.ensure_path(zk_paths.ADMIN_CREATE_PARTITIONS)
+                    await session.ensure_path(zk_paths.ADMIN_CONTROLLED_SHUTDOWN)
                     repair = False
                 deletions = await session.children(zk_paths.ADMIN_DELETE_TOPICS, watch=self._admin_watch)
                 creations = await session.children(zk_paths.ADMIN_CREATE_TOPICS, watch=self._admin_watch)
@@ -233,7 +243,9 @@ class Controller:
                     clean &= await self._create_topic(epoch, name)
                 for name in sorted(growths):
                     clean &= await self._grow_topic(epoch, name)
-                clean &= await self._reconcile_leaders(epoch)
+                departing = await session.children(zk_paths.ADMIN_CONTROLLED_SHUTDOWN, watch=self._admin_watch)
+                shutting_down = frozenset(int(c) for c in departing if c.isdigit())
+                clean &= await self._reconcile_leaders(epoch, shutting_down)
             except _Fenced:
                 logger.warning("controller epoch %d was superseded", epoch.epoch)
                 return
@@ -430,14 +442,14 @@ class Controller:
         logger.info("deleted topic %r", name)
         return True
 
-    async def _reconcile_leaders(self, epoch: ControllerEpoch) -> bool:
+    async def _reconcile_leaders(self, epoch: ControllerEpoch, shutting_down: frozenset[int]) -> bool:
         snapshot = self._snapshot()
         live = snapshot.live_broker_ids
         suspects: list[tuple[str, tuple[int, ...]]] = []
         for topic in snapshot.topics.values():
             for index, state in sorted(topic.partitions.items()):
                 seen = LeaderAndIsr(state.leader, state.leader_epoch, state.isr, epoch.epoch)
-                if elect_leader(seen, state.replicas, live, epoch.epoch) is not None:
+                if elect_leader(seen, state.replicas, live, epoch.epoch, shutting_down) is not None:
                     suspects.append((zk_paths.partition_state(topic.name, index), state.replicas))
         if not suspects:
             return True
@@ -452,7 +464,7 @@ class Controller:
             except ValueError as exc:
                 logger.warning("ignoring malformed partition state %s: %s", path, exc)
                 continue
-            decided = elect_leader(current, replicas, live, epoch.epoch)
+            decided = elect_leader(current, replicas, live, epoch.epoch, shutting_down)
             if decided is not None:
                 ops.append(SetData(path, encode_partition_state(decided), node[1].version))
         clean = True

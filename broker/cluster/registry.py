@@ -59,6 +59,7 @@ from tributary.broker.cluster.session import (
 from tributary.broker.cluster.znodes import (
     CreatePartitionsRequest,
     CreateTopicRequest,
+    LeaderAndIsr,
     decode_broker,
     decode_cluster_id,
     decode_config,
@@ -71,6 +72,7 @@ from tributary.broker.cluster.znodes import (
     encode_config,
     encode_create_partitions_request,
     encode_create_request,
+    encode_partition_state,
     encode_producer_id_block,
     new_uuid,
 )
@@ -78,6 +80,8 @@ from tributary.broker.cluster.znodes import (
 logger = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK_SIZE = 1000
+# Beyond the session timeout, how long a starting broker waits for a stale registration of its id.
+REGISTRATION_WAIT_MARGIN = 5.0
 _SHUTDOWN_ERRORS: tuple[type[Exception], ...] = (*CONNECTION_ERRORS, TransactionFailedError, RegistryNotRunningError)
 MAX_PRODUCER_ID = 2**63 - 1
 
@@ -226,6 +230,7 @@ class ClusterRegistry:
     async def _register(self, session: ZkSession) -> None:
         path = zk_paths.broker(self._broker.id)
         session_id = session.session_id
+        waited_for: set[int] = set()
         for _ in range(5):
             try:
                 await session.create(path, encode_broker(self._broker), ephemeral=True)
@@ -240,6 +245,18 @@ class ClusterRegistry:
                     # Left by our own expired session and not reaped yet: it is ours to remove.
                     with contextlib.suppress(NoNodeError, BadVersionError):
                         await session.delete(path, version=node[1].version)
+                    continue
+                if owner not in waited_for:
+                    # Most likely this broker's previous life, killed without deregistering: its
+                    # session expires within the session timeout and ZooKeeper removes the node.
+                    waited_for.add(owner)
+                    logger.warning(
+                        "broker id %d is still registered by ZooKeeper session 0x%x (a previous run "
+                        "that did not shut down?): waiting up to %g s for that session to expire",
+                        self._broker.id, owner, self._session_timeout + REGISTRATION_WAIT_MARGIN,
+                    )  # fmt: skip
+                    with trio.move_on_after(self._session_timeout + REGISTRATION_WAIT_MARGIN):
+                        await self._wait_until_absent(session, path)
                     continue
                 raise BrokerIdInUseError(
                     f"broker id {self._broker.id} is already registered at {path} by live ZooKeeper session "
@@ -681,6 +698,63 @@ class ClusterRegistry:
         # A reconnection drops kazoo's watchers, so a state change also means "look again".
         await self._notifier.wait_until(lambda: fired.is_set() or session.state_version != state_version)
         return False
+
+    async def controlled_shutdown(self, timeout: float) -> bool:
+        """Hand this broker's leaderships to other in-sync replicas before it stops.
+
+        Announces the shutdown (an ephemeral `/admin/controlled_shutdown/<id>`, gone with the
+        session) and waits until the snapshot shows this broker leading only partitions that have
+        no other live in-sync replica. True when it got there within `timeout`.
+        """
+        session = self._require_session()
+        path = zk_paths.controlled_shutdown(self.broker_id)
+        try:
+            with _zookeeper_errors("announcing a controlled shutdown"):
+                await session.ensure_path(zk_paths.ADMIN_CONTROLLED_SHUTDOWN)
+                with contextlib.suppress(NodeExistsError):
+                    await session.create(path, b"", ephemeral=True)
+        except ClusterError as exc:
+            logger.warning("controlled shutdown not possible: %s", exc)
+            return False
+
+        def handed_over(snapshot: ClusterSnapshot) -> bool:
+            live = snapshot.live_broker_ids
+            return not any(
+                state.leader == self.broker_id and any(r != self.broker_id and r in live for r in state.isr)
+                for topic in snapshot.topics.values()
+                for state in topic.partitions.values()
+            )
+
+        try:
+            await self.wait_for(handed_over, timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def update_isr(self, topic: str, index: int, leader_epoch: int, isr: tuple[int, ...]) -> bool:
+        """Write a new ISR for a partition this broker leads in `leader_epoch`; False if refused.
+
+        The leader's half of the partition state: a compare-and-set on the state znode's version
+        that goes through only while the node still names this broker as leader in that epoch,
+        so a leader the controller has replaced (new epoch) can never overwrite its successor.
+        """
+        session = self._require_session()
+        path = zk_paths.partition_state(topic, index)
+        with _zookeeper_errors(f"updating the ISR of {topic}-{index}"):
+            node = await session.get_or_none(path)
+            if node is None:
+                return False
+            current = decode_partition_state(node[0])
+            if current.leader != self.broker_id or current.leader_epoch != leader_epoch:
+                return False
+            if current.isr == isr:
+                return True
+            state = LeaderAndIsr(self.broker_id, leader_epoch, isr, current.controller_epoch)
+            try:
+                await session.set(path, encode_partition_state(state), version=node[1].version)
+            except (BadVersionError, NoNodeError):
+                return False
+        return True
 
     async def allocate_producer_id_block(self, *, timeout: float = 10.0) -> range:
         """Reserve the next 1000 producer ids for this broker, cluster-wide unique.

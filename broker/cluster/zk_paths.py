@@ -12,6 +12,9 @@ ADMIN_CREATE_TOPICS = "/admin/create_topics"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 # Tributary's own: requests to grow a topic, acted on by the controller.
 ADMIN_CREATE_PARTITIONS = "/admin/create_partitions"
+# Tributary's own: an ephemeral node per broker shutting down, whose leadership the controller
+# moves to other in-sync replicas first (Kafka's ControlledShutdown request, through ZooKeeper).
+ADMIN_CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER = "/cluster"
@@ -26,6 +29,7 @@ PERSISTENT_PATHS = (
     ADMIN_CREATE_TOPICS,
     ADMIN_DELETE_TOPICS,
     ADMIN_CREATE_PARTITIONS,
+    ADMIN_CONTROLLED_SHUTDOWN,
     CLUSTER,
 )
 
@@ -60,6 +64,10 @@ def create_request(name: str) -> str:
 
 def delete_request(name: str) -> str:
     return f"{ADMIN_DELETE_TOPICS}/{name}"
+
+
+def controlled_shutdown(broker_id: int) -> str:
+    return f"{ADMIN_CONTROLLED_SHUTDOWN}/{broker_id}"
 
 
 def create_partitions_request(name: str) -> str:

@@ -20,6 +20,8 @@ class GroupConfig:
     #: ``offsets.topic.num.partitions``: used when the coordinator creates ``__consumer_offsets``;
     #: once it exists, its actual partition count decides where groups live.
     offsets_topic_partitions: int = 50
+    # offsets.topic.replication.factor: with fewer live brokers, as many as there are (warned).
+    offsets_topic_replication_factor: int = 3
     #: ``offsets.topic.segment.bytes``.
     offsets_topic_segment_bytes: int = 100 * 1024 * 1024
     #: ``offsets.retention.minutes``: committed offsets of a group that has been empty this

@@ -47,11 +47,24 @@ class OffsetsTopic:
             if OFFSETS_TOPIC in self._registry.snapshot.topics:
                 return True
             partitions = self._config.offsets_topic_partitions
+            wanted = self._config.offsets_topic_replication_factor
+            live = len(self._registry.snapshot.brokers)
+            replication_factor = max(1, min(wanted, live))
+            if replication_factor < wanted:
+                log.warning(
+                    "creating %s with replication factor %d: offsets.topic.replication.factor is %d but only %d "
+                    "brokers are alive", OFFSETS_TOPIC, replication_factor, wanted, live,
+                )  # fmt: skip
             try:
                 await self._registry.create_topic(
-                    OFFSETS_TOPIC, partitions, offsets_topic_config(self._config), timeout=CREATE_TIMEOUT_S
+                    OFFSETS_TOPIC,
+                    partitions,
+                    offsets_topic_config(self._config),
+                    replication_factor=replication_factor,
+                    timeout=CREATE_TIMEOUT_S,
                 )
-                log.info("created %s with %d partitions", OFFSETS_TOPIC, partitions)
+                log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, partitions,
+                         replication_factor)  # fmt: skip
             except TopicExistsError:
                 # Another broker creates it: wait until this broker sees it.
                 with contextlib.suppress(TimeoutError):

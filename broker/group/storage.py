@@ -21,7 +21,7 @@ from tributary.broker.group.placement import OFFSETS_TOPIC
 from tributary.broker.log.errors import LogError
 from tributary.broker.log.log import PartitionLog
 from tributary.broker.log.reads import ReadResult
-from tributary.broker.partitions import PartitionManager
+from tributary.broker.partitions import Partition, PartitionManager
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.records import build_batch, iter_batches, iter_records
@@ -32,6 +32,9 @@ Records = list[tuple[bytes, bytes | None]]
 
 #: Bytes read per step while loading a partition.
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+#: How long a write waits for the partition's in-sync replicas before it is answered anyway
+#: (Kafka's offsets.commit.timeout.ms).
+REPLICATION_TIMEOUT_S = 5.0
 
 
 class StorageError(Exception):
@@ -47,7 +50,9 @@ class Storage(Protocol):
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> ErrorCode: ...
 
-    async def flush(self) -> None: ...
+    async def flush(self) -> None:
+        """Make the appended records as durable as the broker promises before answering."""
+        ...
 
     async def read(self, partition: int) -> Records: ...
 
@@ -57,6 +62,8 @@ class OffsetsLogStorage:
         self._partitions = partitions
         self._snapshot = snapshot
         self._unflushed: set[PartitionLog] = set()
+        # Replicated partitions appended to, and the offset their high watermark must reach.
+        self._unreplicated: dict[Partition, int] = {}
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> ErrorCode:
         """Appends the records as one batch (so a commit of many partitions is all or
@@ -66,13 +73,14 @@ class OffsetsLogStorage:
             return target
         batch = build_batch((key, value, (), now_ms) for key, value in records)
         try:
-            target.log.append(batch, target.leader_epoch, now_ms)
+            result = target.append(batch, now_ms)
         except LogError as exc:
             log.warning("%s-%d: append refused: %s", OFFSETS_TOPIC, partition, exc)
             return exc.error_code
-        target.notify_appended()
         if target.log.needs_flush(int(time.time() * 1000)):
             self._unflushed.add(target.log)
+        if target.replicated:
+            self._unreplicated[target] = result.last_offset + 1
         return ErrorCode.NONE
 
     async def flush(self) -> None:
@@ -80,6 +88,15 @@ class OffsetsLogStorage:
         logs, self._unflushed = self._unflushed, set()
         for partition_log in logs:
             await trio.to_thread.run_sync(partition_log.flush)
+        # As Kafka's coordinator appends with acks=all: a commit answered is on every in-sync
+        # replica, so a coordinator that moves finds it. Past the timeout it is answered anyway
+        # (held in memory here, and in the leader's log).
+        pending, self._unreplicated = self._unreplicated, {}
+        deadline = trio.current_time() + REPLICATION_TIMEOUT_S
+        for partition, offset in pending.items():
+            if not await partition.wait_for_high_watermark(offset, deadline):
+                log.warning("%s-%d: a write was not replicated within %g s", OFFSETS_TOPIC, partition.index,
+                            REPLICATION_TIMEOUT_S)  # fmt: skip
 
     async def read(self, partition: int) -> Records:
         """Every (key, value) of the partition, in log order."""

@@ -1,7 +1,7 @@
-"""CreateTopics: validate, then have the controller spread the partitions.
+"""CreateTopics: validate, then have the controller spread the partitions and their replicas.
 
-Replication arrives later, so a replication factor other than 1 (or -1, the
-broker default) is refused rather than silently lowered.
+A replication factor of -1 takes the broker's ``default.replication.factor``; one larger than the
+number of live brokers is refused with INVALID_REPLICATION_FACTOR, as in Kafka, never lowered.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 
 import trio
 
-from tributary.broker.cluster.errors import ClusterError, TopicExistsError
+from tributary.broker.cluster.errors import ClusterError, InvalidReplicationFactorError, TopicExistsError
 from tributary.broker.context import RequestContext
 from tributary.broker.topics import colliding_topics, topic_config_error, topic_name_error
 from tributary.protocol.error_codes import ErrorCode
@@ -36,7 +36,7 @@ def _name_problem(ctx: RequestContext, name: str) -> tuple[ErrorCode, str] | Non
 
 
 def _invalid(
-    ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, partitions: int
+    ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, partitions: int, replication_factor: int
 ) -> tuple[ErrorCode, str] | None:
     """Why the topic cannot be created as asked, or None."""
     if (problem := _name_problem(ctx, topic.name)) is not None:
@@ -45,10 +45,11 @@ def _invalid(
         return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
     if not 1 <= partitions <= MAX_PARTITIONS:
         return ErrorCode.INVALID_PARTITIONS, f"partition count must be 1..{MAX_PARTITIONS}, got {partitions}"
-    if topic.replication_factor not in (-1, 1):
+    live = len(ctx.broker.snapshot().brokers)
+    if not 1 <= replication_factor <= live:
         return (
             ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"replication factor {topic.replication_factor} is not supported yet: use 1",
+            f"replication factor {replication_factor} is not possible with {live} live brokers",
         )
     why = topic_config_error({c.name: c.value for c in topic.configs})
     return (ErrorCode.INVALID_CONFIG, why) if why is not None else None
@@ -60,18 +61,25 @@ async def _create(
     broker = ctx.broker
     name = topic.name
     partitions = broker.config.default_partitions if topic.num_partitions == -1 else topic.num_partitions
-    if (problem := _invalid(ctx, topic, partitions)) is not None:
+    replication_factor = (
+        broker.config.replication.default_replication_factor
+        if topic.replication_factor == -1
+        else topic.replication_factor
+    )
+    if (problem := _invalid(ctx, topic, partitions, replication_factor)) is not None:
         return _refuse(name, *problem)
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     result = CreateTopicsResponse.CreatableTopicResult(
-        name=name, num_partitions=partitions, replication_factor=1, error_code=ErrorCode.NONE
+        name=name, num_partitions=partitions, replication_factor=replication_factor, error_code=ErrorCode.NONE
     )
     if validate_only:
         return result
     try:
-        await broker.registry.create_topic(name, partitions, configs)
+        await broker.registry.create_topic(name, partitions, configs, replication_factor=replication_factor)
     except TopicExistsError:
         return _refuse(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+    except InvalidReplicationFactorError as exc:
+        return _refuse(name, ErrorCode.INVALID_REPLICATION_FACTOR, str(exc))
     except ClusterError as exc:
         return _refuse(name, ErrorCode.REQUEST_TIMED_OUT, str(exc))
     log.info("created topic %s with %d partitions for %s", name, partitions, ctx.peer)

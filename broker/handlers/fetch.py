@@ -21,7 +21,7 @@ import trio
 from tributary.broker.context import RequestContext
 from tributary.broker.log.errors import LogClosedError, OffsetOutOfRangeError, StorageError
 from tributary.broker.log.log import FileRegion, ReadResult
-from tributary.broker.partitions import Partition
+from tributary.broker.partitions import Partition, leader_epoch_error
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import FetchRequest, FetchResponse
 
@@ -50,8 +50,8 @@ def _read_all(
 ) -> tuple[list[FetchResponse.FetchableTopicResponse], int, bool, list[Partition]]:
     """One pass over the requested partitions: (topics, bytes, any error, partitions read)."""
     broker = ctx.broker
-    snapshot = broker.snapshot()
     budget = request.max_bytes
+    follower = request.replica_id if request.replica_id >= 0 else None
     total = 0
     errors = False
     readable: list[Partition] = []
@@ -59,21 +59,27 @@ def _read_all(
     for name, req in _requested(request):
         out = FetchResponse.PartitionData(partition_index=req.partition, high_watermark=-1, records=b"")
         topics.setdefault(name, FetchResponse.FetchableTopicResponse(topic=name)).partitions.append(out)
-        target = broker.partitions.lookup(snapshot, name, req.partition)
+        target = _partition(ctx, name, req, follower)
         if isinstance(target, ErrorCode):
             out.error_code, errors = target, True
             continue
         readable.append(target)
         plog = target.log
+        out.log_start_offset = plog.log_start_offset
+        if follower is not None:
+            # The leader learns the follower's log end from where it asks to read, before
+            # answering, so the high watermark sent back already counts this fetch.
+            broker.replicas.follower_fetched(target, follower, req.fetch_offset)
         visible = plog.visible_end_offset()
         out.high_watermark = out.last_stable_offset = visible
-        out.log_start_offset = plog.log_start_offset
+        # A follower copies the whole log; consumers see only what is committed.
+        read_end = plog.log_end_offset if follower is not None else visible
         limit = min(req.partition_max_bytes, budget)
         if limit <= 0 and total > 0:
             continue
         try:
             result: ReadResult = pins.enter_context(
-                plog.read(req.fetch_offset, max(limit, 0), max_offset=visible, min_one_batch=total == 0)
+                plog.read(req.fetch_offset, max(limit, 0), max_offset=read_end, min_one_batch=total == 0)
             )
         except (OffsetOutOfRangeError, LogClosedError, StorageError) as exc:
             out.error_code, errors = exc.error_code, True
@@ -83,6 +89,22 @@ def _read_all(
             total += result.size
             budget -= result.size
     return list(topics.values()), total, errors, readable
+
+
+def _partition(
+    ctx: RequestContext, topic: str, req: FetchRequest.FetchPartition, follower: int | None
+) -> Partition | ErrorCode:
+    """The led partition a fetch may read, or why not: not the leader, a fenced or unknown
+    leader epoch (KIP-320: the client's view of the leadership is older or newer than ours),
+    or a follower fetching a partition it is not a replica of."""
+    target = ctx.broker.partitions.lookup(ctx.broker.snapshot(), topic, req.partition)
+    if isinstance(target, ErrorCode):
+        return target
+    if (code := leader_epoch_error(req.current_leader_epoch, target.leader_epoch)) is not None:
+        return code
+    if follower is not None and follower not in target.replicas:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return target
 
 
 def _count_bytes_out(ctx: RequestContext, topics: list[FetchResponse.FetchableTopicResponse]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
+from tributary.broker.partitions import leader_epoch_error
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
@@ -23,6 +24,9 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
             target = broker.partitions.lookup(snapshot, topic.name, req.partition_index)
             if isinstance(target, ErrorCode):
                 out.error_code = target
+                continue
+            if (code := leader_epoch_error(req.current_leader_epoch, target.leader_epoch)) is not None:
+                out.error_code = code
                 continue
             plog = target.log
             out.leader_epoch = target.leader_epoch

@@ -55,8 +55,11 @@ async def _auto_create(ctx: RequestContext, name: str) -> ErrorCode | None:
     if refused is not None:
         log.info("auto-creating topic %s for %s refused: %s", name, ctx.peer, refused.name)
         return refused
+    replication_factor = broker.config.replication.default_replication_factor
     try:
-        await broker.registry.create_topic(name, broker.config.default_partitions, {})
+        await broker.registry.create_topic(
+            name, broker.config.default_partitions, {}, replication_factor=replication_factor
+        )
     except TopicExistsError:
         return None  # another broker or client created it meanwhile
     except ClusterError as exc:

@@ -4,9 +4,16 @@ Batches are validated (header, length, CRC-32C) without decompression and
 stored exactly as received. A batch that fails gets its error code and nothing
 of that partition's data is appended; other partitions in the request are
 unaffected. acks=0 gets no response at all, as in Kafka, and a failure then
-closes the connection (the producer's only way to notice); with no replicas yet,
-acks=-1 is acknowledged once the leader has appended (and flushed, when the
-flush policy says so).
+closes the connection (the producer's only way to notice).
+
+acks=1 is answered once the leader has appended (and flushed, when the flush
+policy says so). acks=-1 (all) first checks that the ISR holds at least
+``min.insync.replicas`` replicas (else NOT_ENOUGH_REPLICAS, nothing appended),
+then is answered once the high watermark has passed the appended batches, that
+is once every in-sync replica has them; REQUEST_TIMED_OUT after the request's
+timeout, NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile, and
+NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum while it
+waited (the records are written, but not as durably as asked).
 """
 
 from __future__ import annotations
@@ -38,38 +45,88 @@ def _error_for(exc: Exception) -> ErrorCode:
     raise exc
 
 
-async def _append(partition: Partition, records: bytes) -> ProduceResponse.PartitionProduceResponse:
+def min_insync_replicas(ctx: RequestContext, topic: str) -> int:
+    """The topic's ``min.insync.replicas``, else the broker's."""
+    info = ctx.broker.snapshot().topics.get(topic)
+    override = None if info is None else info.config.get("min.insync.replicas")
+    if override is not None:
+        try:
+            return int(override)
+        except ValueError:
+            pass  # refused at creation; a foreign tool's junk falls back to the default
+    return ctx.broker.config.replication.min_insync_replicas
+
+
+async def _append(partition: Partition, records: bytes) -> tuple[ProduceResponse.PartitionProduceResponse, int]:
+    """Append as the leader; the response and the offset the high watermark must reach for acks=all."""
     plog = partition.log
-    result = plog.append(records, partition.leader_epoch, int(time.time() * 1000))
-    partition.notify_appended()
+    result = partition.append(records, int(time.time() * 1000))
     if plog.needs_flush(int(time.time() * 1000)):
         # The flush policy says this data is acknowledged only once on disk.
         await trio.to_thread.run_sync(plog.flush)
-    return ProduceResponse.PartitionProduceResponse(
+    response = ProduceResponse.PartitionProduceResponse(
         error_code=ErrorCode.NONE,
         base_offset=result.base_offset,
         log_append_time_ms=result.log_append_time,
         log_start_offset=result.log_start_offset,
     )
+    return response, result.last_offset + 1
+
+
+def _refused_outright(request: ProduceRequest, topic: str, data: ProduceRequest.PartitionProduceData) -> ErrorCode:
+    if request.acks not in (0, 1, -1):
+        return ErrorCode.INVALID_REQUIRED_ACKS
+    if topic == OFFSETS_TOPIC:
+        # Only the group coordinator writes there (as in Kafka): a foreign record
+        # would be read back as group state.
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    if data.records is None:
+        return ErrorCode.CORRUPT_MESSAGE
+    return ErrorCode.NONE
+
+
+def _too_few_in_sync(ctx: RequestContext, partition: Partition) -> ProduceResponse.PartitionProduceResponse | None:
+    """acks=all with fewer in-sync replicas than min.insync.replicas: refused before appending."""
+    state = partition.leader_state
+    minimum = min_insync_replicas(ctx, partition.topic)
+    if state is None or len(state.isr) >= minimum:
+        return None
+    return ProduceResponse.PartitionProduceResponse(
+        error_code=ErrorCode.NOT_ENOUGH_REPLICAS,
+        base_offset=-1,
+        error_message=f"{len(state.isr)} in-sync replicas, min.insync.replicas is {minimum}",
+    )
+
+
+async def _await_replication(
+    ctx: RequestContext,
+    waits: list[tuple[Partition, int, ProduceResponse.PartitionProduceResponse]],
+    deadline: float,
+) -> None:
+    """acks=all: hold each response until the high watermark passes its batches."""
+    for partition, offset, response in waits:
+        if await partition.wait_for_high_watermark(offset, deadline):
+            state = partition.leader_state
+            if state is not None and len(state.isr) < min_insync_replicas(ctx, partition.topic):
+                response.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        elif partition.is_leader and trio.current_time() >= deadline:
+            response.error_code = ErrorCode.REQUEST_TIMED_OUT
+        else:
+            response.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if response.error_code:
+            response.base_offset = -1
 
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     broker = ctx.broker
     snapshot = broker.snapshot()
+    deadline = trio.current_time() + max(request.timeout_ms, 0) / 1000
+    waits: list[tuple[Partition, int, ProduceResponse.PartitionProduceResponse]] = []
     topics = []
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
-            error = ErrorCode.NONE
-            if request.acks not in (0, 1, -1):
-                error = ErrorCode.INVALID_REQUIRED_ACKS
-            elif topic.name == OFFSETS_TOPIC:
-                # Only the group coordinator writes there (as in Kafka): a foreign record
-                # would be read back as group state.
-                error = ErrorCode.INVALID_TOPIC_EXCEPTION
-            elif data.records is None:
-                error = ErrorCode.CORRUPT_MESSAGE
-            if error:
+            if error := _refused_outright(request, topic.name, data):
                 partitions.append(
                     ProduceResponse.PartitionProduceResponse(index=data.index, error_code=error, base_offset=-1)
                 )
@@ -81,8 +138,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 )
                 continue
             assert data.records is not None
+            if request.acks == -1 and (too_few := _too_few_in_sync(ctx, target)) is not None:
+                too_few.index = data.index
+                partitions.append(too_few)
+                continue
             try:
-                response = await _append(target, data.records)
+                response, end = await _append(target, data.records)
             except Exception as exc:
                 code = _error_for(exc)
                 if not isinstance(exc, StorageError):  # the log says it once per incident
@@ -93,6 +154,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 )
             else:
                 broker.metrics.bytes_in(topic.name, len(data.records))
+                if request.acks == -1 and target.replicated:
+                    waits.append((target, end, response))
             response.index = data.index
             partitions.append(response)
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
@@ -104,4 +167,6 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             name, index, failed_code = failed[0]
             raise CloseConnection(f"acks=0 produce failed: {name}-{index}: {ErrorCode(failed_code).name}")
         return None
+    if waits:
+        await _await_replication(ctx, waits, deadline)
     return ProduceResponse(responses=topics)

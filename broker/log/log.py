@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tributary.broker.log.config import FULL, LogConfig
+from tributary.broker.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from tributary.broker.log.errors import (
     InvalidRecordError,
     LogClosedError,
@@ -120,6 +121,8 @@ class PartitionLog:
         segments: Sequence[Segment],
         recovery_point: int,
         producers: ProducerStateManager,
+        *,
+        epochs: LeaderEpochCache | None = None,
     ) -> None:
         self._dir = directory
         #: May be replaced at any time (topic config changes); read at each use.
@@ -128,6 +131,12 @@ class PartitionLog:
         self._bases = [s.base_offset for s in self._segments]
         self._recovery_point = recovery_point
         self._producers = producers
+        #: Where each leader epoch starts here (KIP-101), kept with the log's every change.
+        self.epochs = epochs if epochs is not None else LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        # The high watermark (replication): consumers read below it. A log with no followers
+        # (a partition of one replica, as before replication) has its log end as high watermark.
+        self.hw_follows_log_end = True
+        self._high_watermark = 0
         # Guards what flush() shares with the log's own thread: the counters
         # below, the recovery point and the swap of the segment tuple.
         self._lock = threading.Lock()
@@ -210,12 +219,13 @@ class PartitionLog:
             segments[-1].activate()
             log_end = segments[-1].next_offset
             producers = _load_producer_state(path, log_end, now_ms) or _rebuild_producer_state(segments, now_ms)
+            epochs = _load_epochs(path, segments)
         except BaseException:
             for segment in segments:
                 segment.retire()
             raise
         recovery_point = log_end if clean_shutdown else min(recovery_point, log_end)
-        return cls(path, config, segments, recovery_point, producers)
+        return cls(path, config, segments, recovery_point, producers, epochs=epochs)
 
     # --- the log's extent -------------------------------------------------------
 
@@ -232,10 +242,41 @@ class PartitionLog:
         return self._segments[-1].next_offset
 
     def visible_end_offset(self) -> int:
-        """The end of what consumers may read: the log end today, the high
-        watermark once there are followers. Every consumer-facing bound goes
-        through here."""
-        return self.log_end_offset
+        """The end of what consumers may read: the high watermark. Every
+        consumer-facing bound goes through here."""
+        return self.high_watermark
+
+    @property
+    def high_watermark(self) -> int:
+        """Offsets below it are on every in-sync replica (committed)."""
+        end = self.log_end_offset
+        if self.hw_follows_log_end:
+            return end
+        return max(min(self._high_watermark, end), self.log_start_offset)
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = max(min(offset, self.log_end_offset), self.log_start_offset)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.epochs.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch, see LeaderEpochCache.end_offset_for."""
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """This replica leads from now on in `epoch`: it starts at the log end (as Kafka does
+        when a broker becomes leader, before it has appended anything)."""
+        self.epochs.assign(epoch, self.log_end_offset)
+        self._write_epochs()
+
+    def _write_epochs(self) -> None:
+        try:
+            self.epochs.write()
+        except OSError as exc:
+            raise self._storage_failure("writing the leader-epoch checkpoint", exc) from exc
 
     @property
     def recovery_point(self) -> int:
@@ -292,7 +333,43 @@ class PartitionLog:
                 header = stamp_log_append_time(buf, pos, header, append_time)
             assigned.append((pos, header))
             offset = header.next_offset
+        count = self._write(buf, assigned, now_ms)
         first, last = assigned[0][1], assigned[-1][1]
+        return AppendResult(first.base_offset, last.last_offset, append_time, count, self.log_start_offset)
+
+    def append_as_follower(self, records: BytesLike, now_ms: int) -> AppendResult:
+        """Appends batches copied from the leader as they are: their offsets, leader epochs and
+        timestamps stay, and so does every byte. Each batch's header and CRC are checked; the
+        first must start at or after this log's end and each after the one before (Kafka's
+        UnexpectedAppendOffsetException otherwise). Raises, writing nothing, on any refusal."""
+        self._check_open()
+        buf = bytearray(records)
+        batches: list[tuple[int, BatchHeader]] = []
+        expected = self.log_end_offset
+        pos = 0
+        while pos < len(buf):
+            header = parse_batch_header(buf, pos)
+            if pos + header.size > len(buf):
+                break  # a fetch may end in a partial batch (KIP-74): the next fetch brings it
+            verify_crc(buf, pos, header)
+            if header.base_offset < expected or header.record_count < 0:
+                raise InvalidRecordError(
+                    f"batch at offset {header.base_offset} does not follow this replica's end {expected}"
+                )
+            batches.append((pos, header))
+            expected = header.next_offset
+            pos += header.size
+        if not batches:
+            return AppendResult(-1, -1, -1, 0, self.log_start_offset)
+        del buf[pos:]
+        count = self._write(buf, batches, now_ms)
+        first, last = batches[0][1], batches[-1][1]
+        return AppendResult(first.base_offset, last.last_offset, -1, count, self.log_start_offset)
+
+    def _write(self, buf: bytearray, assigned: list[tuple[int, BatchHeader]], now_ms: int) -> int:
+        """Write batches whose headers are final; returns the number of records."""
+        config = self.config
+        last = assigned[-1][1]
         max_timestamp = max(header.max_timestamp for _, header in assigned)
         try:
             if self.storage_error is not None:
@@ -310,12 +387,15 @@ class PartitionLog:
         count = 0
         for _, header in assigned:
             self._producers.record(header, now_ms)
+            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
             count += header.record_count
         with self._lock:
             self._unflushed_messages += count
             if self._first_unflushed_ms is None:
                 self._first_unflushed_ms = now_ms
-        return AppendResult(first.base_offset, last.last_offset, append_time, count, self.log_start_offset)
+        if self.epochs.dirty:
+            self._write_epochs()
+        return count
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int) -> Segment:
         segment = self._segments[-1]
@@ -544,6 +624,8 @@ class PartitionLog:
         for segment in segments[:doomed]:
             segment.delete_files()
         self._producers.truncate_head(self.log_start_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
+        self._write_epochs()
         return doomed
 
     def expire_producers(self, now_ms: int) -> int:
@@ -579,6 +661,30 @@ class PartitionLog:
         active.truncate_to(offset)
         active.activate()
         self._producers = _rebuild_producer_state(keep, _now_ms() if now_ms is None else now_ms)
+        self.epochs.truncate_from_end(offset)
+        self._write_epochs()
+        self._high_watermark = min(self._high_watermark, offset)
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        """Empties the log and starts it again at ``offset``: a follower whose leader deleted
+        (retention) everything this replica still lacks."""
+        self._check_open()
+        now = _now_ms() if now_ms is None else now_ms
+        new = Segment.create(self._dir, offset, now)
+        new.activate()
+        old = self._segments
+        with self._lock:
+            self._segments = (new,)
+            self._bases = [offset]
+            self._truncations += 1
+            self._recovery_point = offset
+            self._dir_dirty = True
+        for segment in old:
+            segment.delete_files()
+        self._producers = ProducerStateManager()
+        self.epochs.truncate_from_end(-1)
+        self._write_epochs()
+        self._high_watermark = offset
 
     def close(self) -> None:
         """Flushes, saves the producer state for the next open, closes the
@@ -699,3 +805,23 @@ def _rebuild_producer_state(segments: Sequence[Segment], now_ms: int) -> Produce
             # Only a trusted segment can be corrupt here; reads will hit it too.
             log.warning("%s: corrupt batch while rebuilding producer state: %s", segment.log_path, exc)
     return state
+
+
+def _load_epochs(path: Path, segments: Sequence[Segment]) -> LeaderEpochCache:
+    """The leader-epoch checkpoint, cut to the log as recovery left it; rebuilt from the batch
+    headers when it is missing or unreadable (a log from before replication, a lost file)."""
+    checkpoint = path / LEADER_EPOCH_CHECKPOINT
+    cache = LeaderEpochCache.load(checkpoint)
+    if cache is None:
+        cache = LeaderEpochCache(checkpoint)
+        for segment in segments:
+            try:
+                for header in segment.iter_headers():
+                    cache.assign(header.partition_leader_epoch, header.base_offset)
+            except CorruptRecordError as exc:
+                log.warning("%s: corrupt batch while rebuilding the leader-epoch cache: %s", segment.log_path, exc)
+                break
+    cache.truncate_from_end(segments[-1].next_offset)
+    cache.truncate_from_start(segments[0].base_offset)
+    cache.write()
+    return cache

@@ -31,6 +31,10 @@ from tributary.broker.log.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
+#: Kafka's file of high watermarks, one per data directory: where a replica's committed data
+#: ended when it last checkpointed (a follower that restarts truncates no lower than this).
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 # Kafka's legal topic names; anything else in the data directory is not a log.
 _PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]{1,249})-(0|[1-9][0-9]{0,9})$")
@@ -114,6 +118,7 @@ class LogManager:
         self.offline: dict[TopicPartition, CorruptLogError] = {}
         self._offline_points: dict[TopicPartition, int] = {}
         self._last_checkpoint: dict[tuple[str, int], int] | None = None
+        self._last_hw_checkpoint: dict[tuple[str, int], int] | None = None
         self._closed = False
         self._on_flush: Callable[[float], None] | None = None
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -127,6 +132,13 @@ class LogManager:
             # Recovering every segment is slow but safe.
             log.warning("%s is unreadable (%s): recovering every log from its start", checkpoint_path, exc)
             recovery_points = {}
+        hw_path = self.data_dir / HIGH_WATERMARK_CHECKPOINT
+        try:
+            # High watermarks of the logs that are not open (all, until they are opened).
+            self._high_watermarks: dict[tuple[str, int], int] = dict(read_checkpoint(hw_path))
+        except (ValueError, UnicodeDecodeError) as exc:
+            log.warning("%s is unreadable (%s): high watermarks start at 0", hw_path, exc)
+            self._high_watermarks = {}
         try:
             for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
                 tp = parse_partition_dir_name(entry.name)
@@ -229,6 +241,7 @@ class LogManager:
             now_ms=self._now_ms,
         )
         opened.on_flush = self._on_flush
+        opened.high_watermark = self._high_watermarks.pop((tp.topic, tp.partition), 0)
         del self._closed_logs[tp]
         self._logs[tp] = opened
         return opened
@@ -240,6 +253,7 @@ class LogManager:
             if tp.topic == OFFSETS_TOPIC:
                 continue
             del self._logs[tp]
+            self._high_watermarks[tp.topic, tp.partition] = partition_log.high_watermark
             partition_log.close()  # flushes: its recovery point is its end
             self._closed_logs[tp] = partition_log.recovery_point
             return True
@@ -248,6 +262,7 @@ class LogManager:
     def delete_partition(self, topic: str, partition: int) -> bool:
         """Deletes the log and its directory; False if there was none."""
         tp = TopicPartition(topic, partition)
+        self._high_watermarks.pop((topic, partition), None)
         partition_log = self._logs.pop(tp, None)
         if partition_log is None:
             if self.offline.pop(tp, None) is None and tp not in self._closed_logs:
@@ -266,6 +281,7 @@ class LogManager:
         """A log whose flushed data was found not to read back (by the scrubber): closed and
         kept as it is, answered KAFKA_STORAGE_ERROR from now on, as if found at start-up."""
         tp = TopicPartition(topic, partition)
+        self._high_watermarks.pop((topic, partition), None)
         partition_log = self._logs.pop(tp, None)
         if partition_log is None:
             return
@@ -331,6 +347,20 @@ class LogManager:
         self._last_checkpoint = points
         return True
 
+    def high_watermarks(self) -> dict[tuple[str, int], int]:
+        marks = dict(self._high_watermarks)
+        marks.update({(tp.topic, tp.partition): plog.high_watermark for tp, plog in self._logs.items()})
+        return marks
+
+    def checkpoint_high_watermarks(self) -> bool:
+        """Writes ``replication-offset-checkpoint`` if a high watermark moved since the last write."""
+        marks = self.high_watermarks()
+        if marks == self._last_hw_checkpoint:
+            return False
+        write_checkpoint(self.data_dir / HIGH_WATERMARK_CHECKPOINT, marks)
+        self._last_hw_checkpoint = marks
+        return True
+
     def apply_retention(self, now_ms: int) -> int:
         """Deletes old segments of every log and forgets idle producers;
         returns how many segments went. Closed logs are opened for it in turn
@@ -354,6 +384,10 @@ class LogManager:
             return
         self._closed = True
         failed = False
+        try:
+            self.checkpoint_high_watermarks()
+        except OSError:
+            log.exception("writing %s failed", HIGH_WATERMARK_CHECKPOINT)
         for tp, partition_log in self._logs.items():
             try:
                 partition_log.close()

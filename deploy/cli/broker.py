@@ -59,13 +59,24 @@ def register(subparsers: Any) -> None:
 
 
 async def _serve_until_signalled(config: Any) -> None:
+    stop = trio.Event()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
-            await nursery.start(server.run, config)
-            async for signum in signals:
-                log.info("received %s: draining and shutting down", signal.Signals(signum).name)
-                nursery.cancel_scope.cancel()
-                break
+
+            async def watch_signals() -> None:
+                async for signum in signals:
+                    name = signal.Signals(signum).name
+                    if not stop.is_set():
+                        log.info("received %s: handing over leadership, draining and shutting down", name)
+                        stop.set()
+                    else:
+                        log.info("received %s again: stopping now", name)
+                        nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch_signals)
+            # Returns once the broker has handed over, drained and closed its logs.
+            await server.run(config, stop=stop)
+            nursery.cancel_scope.cancel()
 
 
 def _raise_open_file_limit() -> None:

@@ -43,6 +43,17 @@ def register(subparsers: Any) -> None:
 
     describe = actions.add_parser("describe", help="partitions (leader, offsets, size) and configs of topics")
     describe.add_argument("topics", nargs="*", metavar="TOPIC", help="default: every topic")
+    describe.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="only partitions whose ISR is smaller than their replica set, internal topics included "
+        "(exit status 1 when there are any); what a rolling restart waits to see empty",
+    )
+    describe.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="only partitions without a live leader, internal topics included (exit status 1 when there are any)",
+    )
     describe.set_defaults(func=run_describe)
 
     create = actions.add_parser("create", help="create a topic")
@@ -148,6 +159,9 @@ async def describe_topics(admin: Admin, names: Sequence[str]) -> list[dict[str, 
                 {
                     "partition": p,
                     "leader": info.partitions[p].leader,
+                    "leader_epoch": info.partitions[p].leader_epoch,
+                    "replicas": list(info.partitions[p].replicas),
+                    "isr": list(info.partitions[p].isr),
                     "earliest_offset": earliest[tp],
                     "latest_offset": latest[tp],
                     "records": latest[tp] - earliest[tp],
@@ -171,11 +185,14 @@ def render_description(topic: dict[str, Any]) -> str:
         f"  size: {human_bytes(sum(total) if total else None)}"
     )
     table = render_table(
-        ("PARTITION", "LEADER", "EARLIEST", "LATEST", "RECORDS", "SIZE"),
+        ("PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "EARLIEST", "LATEST", "RECORDS", "SIZE"),
         [
             (
                 r["partition"],
                 r["leader"],
+                r["leader_epoch"],
+                ",".join(map(str, r["replicas"])),
+                ",".join(map(str, r["isr"])),
                 r["earliest_offset"],
                 r["latest_offset"],
                 r["records"],
@@ -183,7 +200,7 @@ def render_description(topic: dict[str, Any]) -> str:
             )
             for r in partitions
         ],
-        right=("PARTITION", "LEADER", "EARLIEST", "LATEST", "RECORDS", "SIZE"),
+        right=("PARTITION", "LEADER", "EPOCH", "EARLIEST", "LATEST", "RECORDS", "SIZE"),
     )
     if topic["configs"] is None:
         configs = "Configs: not reported by the broker"
@@ -194,8 +211,37 @@ def render_description(topic: dict[str, Any]) -> str:
     return f"{header}\n{table}\n{configs}"
 
 
+async def unhealthy_partitions(admin: Admin, names: Sequence[str], *, unavailable: bool) -> list[dict[str, Any]]:
+    """Partitions under-replicated (ISR smaller than the replicas) or, with `unavailable`,
+    without a live leader, as Kafka's kafka-topics --describe options select them."""
+    metadata = await admin.cluster.refresh_metadata()
+    chosen = names or sorted(metadata.topics)
+    rows = []
+    for name in chosen:
+        info = metadata.topics.get(name)
+        if info is None:
+            raise CommandError(f"no such topic: {name}", status=1)
+        for p, state in sorted(info.partitions.items()):
+            bad = state.leader < 0 if unavailable else len(state.isr) < len(state.replicas)
+            if bad:
+                rows.append({"topic": name, "partition": p, "leader": state.leader, "leader_epoch": state.leader_epoch,
+                             "replicas": list(state.replicas), "isr": list(state.isr)})  # fmt: skip
+    return rows
+
+
 def run_describe(args: argparse.Namespace) -> int:
     async def operation(admin: Admin) -> int:
+        if args.under_replicated_partitions or args.unavailable_partitions:
+            rows = await unhealthy_partitions(admin, args.topics, unavailable=args.unavailable_partitions)
+            if args.output == "json":
+                print(to_json(rows))
+            else:
+                print(render_table(
+                    ("TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR"),
+                    [(r["topic"], r["partition"], r["leader"], r["leader_epoch"], ",".join(map(str, r["replicas"])),
+                      ",".join(map(str, r["isr"]))) for r in rows],
+                ))  # fmt: skip
+            return 1 if rows else 0
         described = await describe_topics(admin, args.topics)
         if args.output == "json":
             print(to_json(described))

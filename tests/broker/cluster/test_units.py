@@ -73,6 +73,18 @@ def test_leadership_moves_within_the_isr_only() -> None:
     assert elect_leader(LeaderAndIsr(1, 0, (1,), 1), (1, 2, 3), {2, 3}, 1) == LeaderAndIsr(NO_LEADER, 0, (1,), 1)
 
 
+def test_a_controlled_shutdown_hands_leadership_to_another_in_sync_replica() -> None:
+    state = LeaderAndIsr(1, 3, (1, 2, 3), 1)
+    # 1 is shutting down: 2 takes over in the next epoch, and 1 leaves the ISR.
+    assert elect_leader(state, (1, 2, 3), {1, 2, 3}, 1, shutting_down={1}) == LeaderAndIsr(2, 4, (2, 3), 1)
+    # A follower shutting down changes nothing here (its leader drops it from the ISR).
+    assert elect_leader(state, (1, 2, 3), {1, 2, 3}, 1, shutting_down={3}) is None
+    # With no other in-sync replica the departing leader keeps the partition until it is gone.
+    assert elect_leader(LeaderAndIsr(1, 3, (1,), 1), (1, 2), {1, 2}, 1, shutting_down={1}) is None
+    # A dead leader's successor is never one that is shutting down.
+    assert elect_leader(state, (1, 2, 3), {2, 3}, 1, shutting_down={2}) == LeaderAndIsr(3, 4, (3,), 1)
+
+
 def test_broker_registration_round_trips_and_reads_kafka_endpoints() -> None:
     info = BrokerInfo(7, "broker7.east", 9092, "east")
     assert decode_broker(7, encode_broker(info)) == info

@@ -1,0 +1,214 @@
+"""Replication with real clients: three brokers, replication factor 3, leaders killed with -9.
+
+Every acknowledged record must be read back exactly once and in order (the history checker),
+whatever leader was killed while confluent-kafka produced with acks=all and idempotence.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.protocol.messages import MetadataRequest
+from tributary.testing.cluster import METADATA_VERSION, BrokerProcess, Cluster
+from tributary.testing.history import History, read_partitions, sequence_of
+from tributary.testing.wire import request
+
+SESSION_TIMEOUT_MS = 4_000
+SETTINGS = {
+    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "min.insync.replicas": "2",
+    "replica.lag.time.max.ms": "3000",
+    "default.replication.factor": "3",
+}
+
+
+@pytest.fixture
+def cluster(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[Cluster]:
+    with Cluster(zookeeper.hosts, tmp_path, 3, SETTINGS) as running:
+        yield running
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int = 3) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, replication_factor)], operation_timeout=30)
+    futures[name].result(timeout=30)
+
+
+def partition_states(broker: BrokerProcess, topic: str) -> dict[int, tuple[int, int, list[int], list[int]]]:
+    """partition -> (leader, leader epoch, replicas, isr) as `broker` answers Metadata."""
+    response = request(
+        broker.address,
+        MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
+        METADATA_VERSION,
+    )
+    (found,) = response.topics
+    return {
+        p.partition_index: (p.leader_id, p.leader_epoch, sorted(p.replica_nodes), sorted(p.isr_nodes))
+        for p in found.partitions
+    }
+
+
+def wait_for(condition: object, timeout: float, what: str) -> float:
+    """Poll `condition()` (a callable) until true; the seconds it took."""
+    assert callable(condition)
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            raise TimeoutError(what)
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def fully_replicated(cluster: Cluster, topic: str) -> bool:
+    for broker in cluster.brokers:
+        if broker.proc is None or broker.proc.poll() is not None:
+            continue
+        try:
+            states = partition_states(broker, topic)
+        except OSError:
+            return False
+        if not states or any(len(isr) != 3 or leader < 0 for leader, _, _, isr in states.values()):
+            return False
+    return True
+
+
+def segment_bytes(data_dir: Path, topic: str, partition: int) -> bytes:
+    directory = data_dir / f"{topic}-{partition}"
+    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
+
+
+def test_acks_all_replicates_batches_byte_for_byte(cluster: Cluster) -> None:
+    create_topic(cluster.bootstrap, "copies", 2)
+    wait_for(lambda: fully_replicated(cluster, "copies"), 30, "ISR of 3 on every partition")
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+         "compression.type": "zstd", "linger.ms": 5}
+    )  # fmt: skip
+    history = History()
+
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
+        assert err is None, err
+        history.acknowledge(sequence_of(msg.value()), msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+    for _ in range(2_000):
+        _, value = history.next_value()
+        producer.produce("copies", value, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    assert len(history.acknowledged) == 2_000
+    # acks=all answered: every in-sync replica holds the batches, and holds them as the leader
+    # wrote them (offsets, epochs, zstd compression, CRCs: the same bytes).
+    for partition in (0, 1):
+        copies = {b.broker_id: segment_bytes(b.data_dir, "copies", partition) for b in cluster.brokers}
+        leader_copy = copies[partition_states(cluster.brokers[0], "copies")[partition][0]]
+        assert len(leader_copy) > 0
+        # Followers learn of the newest batches at their next fetch: wait for it, not for time.
+        wait_for(lambda p=partition, c=leader_copy: all(  # type: ignore[misc]
+            segment_bytes(b.data_dir, "copies", p) == c for b in cluster.brokers), 10, "followers caught up")
+    verdict = history.check(read_partitions(cluster.bootstrap, "copies"))
+    assert verdict.ok, verdict
+
+
+def test_not_enough_replicas_when_the_isr_is_below_min_insync(cluster: Cluster) -> None:
+    create_topic(cluster.bootstrap, "lonely", 1)
+    wait_for(lambda: fully_replicated(cluster, "lonely"), 30, "ISR of 3")
+    leader = partition_states(cluster.brokers[0], "lonely")[0][0]
+    followers = [b for b in cluster.brokers if b.broker_id != leader]
+    for follower in followers:
+        assert follower.proc is not None
+        os.kill(follower.proc.pid, signal.SIGSTOP)
+    try:
+        leader_broker = cluster.broker(leader)
+        # The paused followers leave the ISR within replica.lag.time.max.ms (3 s here).
+        took = wait_for(lambda: partition_states(leader_broker, "lonely")[0][3] == [leader], 15, "ISR shrank")
+        print(f"ISR shrank to the leader {took:.1f} s after both followers were paused")
+        producer = Producer({"bootstrap.servers": leader_broker.bootstrap, "acks": "all",
+                             "message.timeout.ms": 3000, "retries": 0})  # fmt: skip
+        errors: list[KafkaError] = []
+        producer.produce("lonely", b"refused", on_delivery=lambda err, msg: errors.append(err))
+        producer.flush(10)
+        assert [e.code() for e in errors] == [KafkaError.NOT_ENOUGH_REPLICAS]
+    finally:
+        for follower in followers:
+            assert follower.proc is not None
+            os.kill(follower.proc.pid, signal.SIGCONT)
+    took = wait_for(lambda: fully_replicated(cluster, "lonely"), 30, "ISR grew back")
+    print(f"ISR back to 3 {took:.1f} s after SIGCONT")
+    # Nothing was appended by the refused produce.
+    assert read_partitions(cluster.bootstrap, "lonely") == {0: []}
+
+
+def test_killing_leaders_loses_no_acknowledged_record(cluster: Cluster) -> None:
+    topic = "failover"
+    create_topic(cluster.bootstrap, topic, 3)
+    wait_for(lambda: fully_replicated(cluster, topic), 30, "ISR of 3 on every partition")
+    history = History()
+    lock = threading.Lock()
+    stop = threading.Event()
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+         "linger.ms": 2, "message.timeout.ms": 120_000, "topic.metadata.refresh.interval.ms": 1000}
+    )  # fmt: skip
+
+    def produce() -> None:
+        while not stop.is_set():
+            with lock:
+                sequence, value = history.next_value()
+
+            def delivered(err: KafkaError | None, msg: object, sequence: int = sequence) -> None:
+                with lock:
+                    if err is None:
+                        history.acknowledge(sequence, msg.partition(), msg.offset())  # type: ignore[attr-defined]
+                    else:
+                        history.fail(sequence, str(err))
+
+            while True:
+                try:
+                    producer.produce(topic, value, on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            producer.poll(0)
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    failovers = []
+    try:
+        for round_ in range(3):
+            time.sleep(1.5)
+            states = partition_states(cluster.brokers[(round_ + 1) % 3], topic)
+            victim = cluster.broker(states[round_ % 3][0])
+            before = len(history.acknowledged)
+            assert victim.proc is not None
+            killed_at = time.monotonic()
+            victim.kill()
+            survivor = next(b for b in cluster.brokers if b is not victim)
+
+            def moved(survivor: BrokerProcess = survivor, gone: int = victim.broker_id) -> bool:
+                return all(leader not in (-1, gone) for leader, *_ in partition_states(survivor, topic).values())
+
+            wait_for(moved, SESSION_TIMEOUT_MS / 1000 + 15, "new leaders")
+            failovers.append(time.monotonic() - killed_at)
+            victim.start()  # at once: it waits for its old registration to expire, then joins
+            victim.wait_ready(expected_brokers=3)
+            wait_for(lambda: fully_replicated(cluster, topic), 60, "ISR of 3 again")
+            assert len(history.acknowledged) > before, "the producer made no progress"
+    finally:
+        stop.set()
+        thread.join()
+    assert producer.flush(60) == 0
+    print("kill -9 to new leader (s):", ", ".join(f"{t:.1f}" for t in failovers))
+    verdict = history.check(read_partitions(cluster.bootstrap, topic))
+    print(verdict)
+    assert verdict.ok, verdict
+    assert verdict.acknowledged > 0 and not history.failed
