@@ -75,6 +75,11 @@ class BrokerConfig:
     # replicas, waiting at most this long (Kafka retries 3 times 5 s apart), then stop.
     controlled_shutdown: bool = True
     controlled_shutdown_timeout_ms: int = 30_000
+    # The controller gives leadership back to each partition's preferred replica when a broker
+    # leads too few of its own (after a restart), checked this often (Kafka's defaults).
+    auto_leader_rebalance: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     retention_check_interval_ms: int = 300_000
     # How often the broker checks whether a log is due for an fsync.
     flush_scheduler_interval_ms: int = 1_000
@@ -169,6 +174,9 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "zookeeper.session.timeout.ms": ("zookeeper_session_timeout_ms", _int),
     "controlled.shutdown.enable": ("controlled_shutdown", _bool),
     "controlled.shutdown.timeout.ms": ("controlled_shutdown_timeout_ms", _int),
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance", _bool),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", _int),
+    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _int),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", _int),
     "log.flush.scheduler.interval.ms": ("flush_scheduler_interval_ms", _int),
     "log.scrub.interval.ms": ("scrub_interval_ms", _int),

@@ -24,6 +24,7 @@ from tributary.broker.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -88,6 +89,7 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.DELETE_GROUPS: Route[m.DeleteGroupsRequest, m.DeleteGroupsResponse](delete_groups.handle),
     ApiKey.OFFSET_DELETE: Route[m.OffsetDeleteRequest, m.OffsetDeleteResponse](offset_delete.handle),
     ApiKey.DESCRIBE_LOG_DIRS: Route[m.DescribeLogDirsRequest, m.DescribeLogDirsResponse](describe_log_dirs.handle),
+    ApiKey.ELECT_LEADERS: Route[m.ElectLeadersRequest, m.ElectLeadersResponse](elect_leaders.handle),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
         offset_for_leader_epoch.handle
     ),

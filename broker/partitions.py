@@ -261,11 +261,23 @@ class PartitionManager:
         return list(self._partitions.values())
 
     def sync(self, snapshot: ClusterSnapshot) -> None:
-        """Bring every replica assigned here into the role the snapshot gives it."""
+        """Bring every replica assigned here into the role the snapshot gives it.
+
+        Only replicas whose leader or epoch changed are touched (opening their log if needed),
+        and followers, whose fetcher needs them. A single-replica partition whose role did not
+        change stays as it is, its log possibly closed by the open-log limit until a request
+        needs it: reopening every log at every snapshot would thrash that limit."""
         for topic in snapshot.topics.values():
             for index, state in topic.partitions.items():
-                if self.broker_id in state.replicas:
-                    self.replica(snapshot, topic.name, index)
+                if self.broker_id not in state.replicas:
+                    continue
+                known = self._partitions.get((topic.name, index))
+                if known is None:
+                    if state.leader == self.broker_id and len(state.replicas) == 1:
+                        continue  # opened on first use, as before replication
+                elif known.leader == state.leader and known.leader_epoch == state.leader_epoch:
+                    continue
+                self.replica(snapshot, topic.name, index)
 
     def apply(self, change: AssignmentChange, first: bool) -> None:
         """Follow the registry's replica assignment: drop the logs of replicas this

@@ -15,6 +15,7 @@ from functools import partial
 
 import trio
 
+from tributary.broker.cluster.controller import LeaderBalance
 from tributary.broker.cluster.model import BrokerInfo
 from tributary.broker.cluster.registry import ClusterRegistry
 from tributary.broker.config import BrokerConfig
@@ -173,6 +174,11 @@ async def run(
             config.zookeeper,
             BrokerInfo(config.broker_id, config.advertise.host, config.advertise.port, config.datacenter),
             session_timeout=config.zookeeper_session_timeout_ms / 1000,
+            balance=LeaderBalance(
+                config.auto_leader_rebalance,
+                config.leader_imbalance_check_interval_seconds,
+                config.leader_imbalance_per_broker_percentage,
+            ),
         )
         # Bind before registering: a broker that cannot listen (address in use)
         # must never appear in the cluster's metadata.

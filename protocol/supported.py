@@ -37,6 +37,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Versions(0, 0),
     ApiKey.OFFSET_DELETE: Versions(0, 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Versions(0, 3),
+    ApiKey.ELECT_LEADERS: Versions(0, 1),
 }
 
 #: The consumer-protocol Subscription and Assignment versions we write; newer

@@ -56,6 +56,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "offset_delete": ("OffsetDeleteRequest", "OffsetDeleteResponse"),
     "describe_log_dirs": ("DescribeLogDirsRequest", "DescribeLogDirsResponse"),
     "offset_for_leader_epoch": ("OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse"),
+    "elect_leaders": ("ElectLeadersRequest", "ElectLeadersResponse"),
 }
 
 PRIMITIVE_PY = {

@@ -50,6 +50,7 @@ from tributary.broker.cluster.znodes import (
     decode_create_partitions_request,
     decode_create_request,
     decode_partition_state,
+    decode_preferred_election,
     decode_topic,
     encode_config,
     encode_controller,
@@ -113,6 +114,45 @@ def elect_leader(
     return LeaderAndIsr(leader, current.leader_epoch + 1, isr, controller_epoch)
 
 
+def preferred_leader(
+    current: LeaderAndIsr, replicas: Sequence[int], live: Collection[int], controller_epoch: int
+) -> LeaderAndIsr | None:
+    """Leadership back to the preferred replica (the first of the assignment), or None when it
+    leads already or cannot: it must be alive and in the ISR (a preferred election is clean)."""
+    if not replicas:
+        return None
+    preferred = replicas[0]
+    if current.leader == preferred or preferred not in live or preferred not in current.isr:
+        return None
+    return LeaderAndIsr(preferred, current.leader_epoch + 1, current.isr, controller_epoch)
+
+
+def imbalanced_brokers(
+    states: Collection[tuple[tuple[int, ...], int]], threshold_percent: int
+) -> frozenset[int]:
+    """Brokers whose share of preferred-leader partitions led by someone else exceeds the
+    threshold (Kafka's leader.imbalance.per.broker.percentage), from (replicas, leader) pairs."""
+    preferred: dict[int, int] = {}
+    elsewhere: dict[int, int] = {}
+    for replicas, leader in states:
+        if not replicas:
+            continue
+        first = replicas[0]
+        preferred[first] = preferred.get(first, 0) + 1
+        if leader != first:
+            elsewhere[first] = elsewhere.get(first, 0) + 1
+    return frozenset(b for b, n in elsewhere.items() if n * 100 > threshold_percent * preferred[b])
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderBalance:
+    """auto.leader.rebalance.enable and its timing, Kafka's names and defaults."""
+
+    enabled: bool = True
+    check_interval_s: float = 300.0
+    per_broker_percentage: int = 10
+
+
 @dataclass(frozen=True, slots=True)
 class ControllerEpoch:
     epoch: int
@@ -136,8 +176,10 @@ class Controller:
         registered: Callable[[], bool],
         notifier: ChangeNotifier,
         rng: random.Random | None = None,
+        balance: LeaderBalance | None = None,
     ) -> None:
         self._session = session
+        self._balance = balance or LeaderBalance()
         self._broker_id = broker_id
         self._snapshot = snapshot
         self._registered = registered
@@ -221,6 +263,7 @@ class Controller:
     async def _serve(self, epoch: ControllerEpoch) -> None:
         session = self._session
         repair = False
+        next_balance = trio.current_time() + self._balance.check_interval_s
         while True:
             seen = self._snapshot().version
             state_version = session.state_version
@@ -246,6 +289,10 @@ class Controller:
                 departing = await session.children(zk_paths.ADMIN_CONTROLLED_SHUTDOWN, watch=self._admin_watch)
                 shutting_down = frozenset(int(c) for c in departing if c.isdigit())
                 clean &= await self._reconcile_leaders(epoch, shutting_down)
+                clean &= await self._preferred_elections(epoch)
+                if self._balance.enabled and trio.current_time() >= next_balance:
+                    clean &= await self._rebalance_leaders(epoch)
+                    next_balance = trio.current_time() + self._balance.check_interval_s
             except _Fenced:
                 logger.warning("controller epoch %d was superseded", epoch.epoch)
                 return
@@ -261,10 +308,11 @@ class Controller:
                 # kazoo forgets watches on disconnection: after reconnecting, look (and watch) again.
                 return self._admin_dirty or self._snapshot().version != seen or session.connection_count != connection
 
-            if clean:
+            wait = RETRY_DELAY if not clean else max(next_balance - trio.current_time(), 0.0)
+            if clean and not self._balance.enabled:
                 await self._notifier.wait_until(changed)
             else:
-                with trio.move_on_after(RETRY_DELAY):
+                with trio.move_on_after(wait):
                     await self._notifier.wait_until(changed)
 
     async def _commit(self, epoch: ControllerEpoch, ops: Sequence[Op]) -> None:
@@ -477,3 +525,77 @@ class Controller:
         if ops:
             logger.info("updated leadership of %d partitions (live brokers %s)", len(ops), sorted(live))
         return clean
+
+    async def _elect_preferred(self, epoch: ControllerEpoch, partitions: Collection[tuple[str, int]]) -> bool:
+        """Move each partition's leadership to its preferred replica where that is possible."""
+        snapshot = self._snapshot()
+        live = snapshot.live_broker_ids
+        chosen: list[tuple[str, tuple[int, ...]]] = []
+        for topic, index in sorted(partitions):
+            state = snapshot.partition(topic, index)
+            if state is None:
+                continue
+            seen = LeaderAndIsr(state.leader, state.leader_epoch, state.isr, epoch.epoch)
+            if preferred_leader(seen, state.replicas, live, epoch.epoch) is not None:
+                chosen.append((zk_paths.partition_state(topic, index), state.replicas))
+        if not chosen:
+            return True
+        nodes = await self._session.get_many([path for path, _ in chosen])
+        ops: list[Op] = []
+        for (path, replicas), node in zip(chosen, nodes, strict=True):
+            if node is None:
+                continue
+            try:
+                current = decode_partition_state(node[0])
+            except ValueError:
+                continue
+            decided = preferred_leader(current, replicas, live, epoch.epoch)
+            if decided is not None:
+                ops.append(SetData(path, encode_partition_state(decided), node[1].version))
+        clean = True
+        for start in range(0, len(ops), MAX_OPS_PER_TRANSACTION):
+            try:
+                await self._commit(epoch, ops[start : start + MAX_OPS_PER_TRANSACTION])
+            except TransactionFailedError as exc:
+                logger.info("preferred leader election raced with another writer (%s); retrying", exc)
+                clean = False
+        if ops:
+            logger.info("moved %d partitions back to their preferred leader", len(ops))
+        return clean
+
+    async def _preferred_elections(self, epoch: ControllerEpoch) -> bool:
+        """Act on `/admin/preferred_replica_election` (ElectLeaders, kafka-leader-election)."""
+        session = self._session
+        node = await session.get_or_none(zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION, watch=self._admin_watch)
+        if node is None:
+            # exists() leaves a watch on the missing node, so the next request wakes us.
+            await session.exists(zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION, watch=self._admin_watch)
+            return True
+        data, stat = node
+        try:
+            partitions = decode_preferred_election(data)
+        except ValueError as exc:
+            logger.warning("dropping malformed preferred replica election request: %s", exc)
+            partitions = []
+        clean = await self._elect_preferred(epoch, partitions)
+        if clean:
+            await self._drop_request(zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION, stat.version)
+        return clean
+
+    async def _rebalance_leaders(self, epoch: ControllerEpoch) -> bool:
+        """auto.leader.rebalance.enable: give brokers over the imbalance threshold their
+        preferred leaderships back."""
+        snapshot = self._snapshot()
+        pairs = [
+            (state.replicas, state.leader) for topic in snapshot.topics.values() for state in topic.partitions.values()
+        ]
+        brokers = imbalanced_brokers(pairs, self._balance.per_broker_percentage)
+        if not brokers:
+            return True
+        partitions = [
+            (topic.name, index)
+            for topic in snapshot.topics.values()
+            for index, state in topic.partitions.items()
+            if state.replicas and state.replicas[0] in brokers and state.leader != state.replicas[0]
+        ]
+        return await self._elect_preferred(epoch, partitions)

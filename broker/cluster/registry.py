@@ -26,7 +26,7 @@ import trio
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from tributary.broker.cluster import zk_paths
-from tributary.broker.cluster.controller import Controller
+from tributary.broker.cluster.controller import Controller, LeaderBalance
 from tributary.broker.cluster.errors import (
     BrokerIdInUseError,
     ClusterError,
@@ -73,6 +73,7 @@ from tributary.broker.cluster.znodes import (
     encode_create_partitions_request,
     encode_create_request,
     encode_partition_state,
+    encode_preferred_election,
     encode_producer_id_block,
     new_uuid,
 )
@@ -104,6 +105,7 @@ class ClusterRegistry:
         connect_timeout: float = 15.0,
         reconnect_max_delay: float = 2.0,
         shutdown_timeout: float = 5.0,
+        balance: LeaderBalance | None = None,
     ) -> None:
         """`zk_hosts` is a kazoo connection string, optionally with a chroot: "h1:2181,h2:2181/tributary"."""
         self._hosts = zk_hosts
@@ -112,6 +114,7 @@ class ClusterRegistry:
         self._connect_timeout = connect_timeout
         self._reconnect_max_delay = reconnect_max_delay
         self._shutdown_timeout = shutdown_timeout
+        self._balance = balance
         self._notifier = ChangeNotifier()
         self._session: ZkSession | None = None
         self._controller: Controller | None = None
@@ -196,6 +199,7 @@ class ClusterRegistry:
             snapshot=lambda: self._snapshot,
             registered=lambda: self.registered,
             notifier=self._notifier,
+            balance=self._balance,
         )
         try:
             await session.open(self._connect_timeout)
@@ -730,6 +734,33 @@ class ClusterRegistry:
         except TimeoutError:
             return False
         return True
+
+    async def elect_preferred_leaders(
+        self, partitions: list[tuple[str, int]], timeout: float
+    ) -> dict[tuple[str, int], LeaderAndIsr]:
+        """Ask the controller to move these partitions to their preferred replicas (Kafka's
+        `/admin/preferred_replica_election`), wait until it has acted, and return each
+        partition's state as ZooKeeper holds it then (absent: no such partition). One election
+        runs at a time: a request waits for the one before it. Raises
+        ControllerUnavailableError when nothing happened within `timeout`."""
+        session = self._require_session()
+        path = zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION
+        with trio.move_on_after(timeout), _zookeeper_errors("requesting a preferred leader election"):
+            while True:
+                try:
+                    await session.create(path, encode_preferred_election(partitions))
+                    break
+                except NodeExistsError:
+                    await self._wait_until_absent(session, path)
+            await self._wait_until_absent(session, path)
+            nodes = await session.get_many([zk_paths.partition_state(t, p) for t, p in partitions])
+            states: dict[tuple[str, int], LeaderAndIsr] = {}
+            for key, node in zip(partitions, nodes, strict=True):
+                if node is not None:
+                    with contextlib.suppress(ValueError):
+                        states[key] = decode_partition_state(node[0])
+            return states
+        raise ControllerUnavailableError(f"no controller acted on the leader election within {timeout:g} s")
 
     async def update_isr(self, topic: str, index: int, leader_epoch: int, isr: tuple[int, ...]) -> bool:
         """Write a new ISR for a partition this broker leads in `leader_epoch`; False if refused.

@@ -15,6 +15,9 @@ ADMIN_CREATE_PARTITIONS = "/admin/create_partitions"
 # Tributary's own: an ephemeral node per broker shutting down, whose leadership the controller
 # moves to other in-sync replicas first (Kafka's ControlledShutdown request, through ZooKeeper).
 ADMIN_CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+# Kafka's: {"version":1,"partitions":[{"topic":..,"partition":..}]}, acted on and deleted by the
+# controller (kafka-preferred-replica-election / ElectLeaders).
+ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER = "/cluster"

@@ -309,3 +309,22 @@ def decode_create_partitions_request(data: bytes) -> CreatePartitionsRequest:
         partitions=_int(value.get("partitions"), "partitions"),
         requested_by=_int(value.get("requested_by", -1), "requested_by"),
     )
+
+
+# /admin/preferred_replica_election: Kafka's own request format.
+
+
+def encode_preferred_election(partitions: Sequence[tuple[str, int]]) -> bytes:
+    return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def decode_preferred_election(data: bytes) -> list[tuple[str, int]]:
+    entries = _load(data).get("partitions")
+    if not isinstance(entries, list):
+        raise MalformedZnodeError("preferred replica election has no partitions list")
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise MalformedZnodeError(f"malformed partition entry {entry!r}")
+        out.append((entry["topic"], _int(entry.get("partition"), "partition")))
+    return out

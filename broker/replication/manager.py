@@ -70,12 +70,17 @@ class ReplicaManager:
     # --- followers
 
     def followed(self, leader_id: int) -> list[Partition]:
-        """The partitions this broker follows from `leader_id`."""
-        return [
-            p
-            for p in self._partitions.local()
-            if not p.is_leader and p.leader == leader_id and self.broker_id in p.replicas
-        ]
+        """The partitions this broker follows from `leader_id`, their logs open (a log the
+        open-log limit closed is opened again: a follower must keep copying)."""
+        snapshot = self._registry.snapshot
+        followed = []
+        for known in self._partitions.local():
+            if known.is_leader or known.leader != leader_id or self.broker_id not in known.replicas:
+                continue
+            p = self._partitions.replica(snapshot, known.topic, known.index) if known.log.closed else known
+            if isinstance(p, Partition) and not p.is_leader and p.leader == leader_id:
+                followed.append(p)
+        return followed
 
     def _update_fetchers(self, nursery: trio.Nursery) -> None:
         wanted = {

@@ -2,7 +2,8 @@
 
 - ZooKeeper servers: ``ruok``.
 - Brokers: Metadata from each; the cluster's topics, partitions and records (end minus start
-  offsets, from ListOffsets) from whichever broker answers.
+  offsets, from ListOffsets) from whichever broker answers, and which partitions are
+  under-replicated (ISR smaller than the replicas) or offline (no live leader: counts as down).
 - Mirrors: their Prometheus endpoints (lag in records and seconds, records copied, links).
 - Loads: the loader's metrics file (node_exporter textfile format) named by the topology.
 
@@ -50,6 +51,9 @@ class TopicStatus:
     name: str
     partitions: int
     records: int | None  # sum over partitions of end - start offsets; None if unknown
+    #: Partitions whose ISR is smaller than their replica set, and those without a live leader.
+    under_replicated: list[int] = field(default_factory=list)
+    offline: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -64,7 +68,12 @@ class ClusterStatus:
 
     @property
     def up(self) -> bool:
-        return all(e.up for e in self.zookeeper + self.brokers) and self.controller is not None
+        # An offline partition (no live in-sync replica) is down too; under-replicated is not.
+        return (
+            all(e.up for e in self.zookeeper + self.brokers)
+            and self.controller is not None
+            and not any(t.offline for t in self.topics)
+        )
 
 
 @dataclass
@@ -151,6 +160,8 @@ async def topic_records(bootstrap: str, timeout: float = 5.0, *, internal: bool 
             name,
             info.partition_count,
             sum(ends[TopicPartition(name, p)] - starts[TopicPartition(name, p)] for p in info.partitions),
+            under_replicated=sorted(p for p, s in info.partitions.items() if len(s.isr) < len(s.replicas)),
+            offline=sorted(p for p, s in info.partitions.items() if s.leader < 0),
         )
         for name, info in sorted(topics.items())
     ]

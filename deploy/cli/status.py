@@ -3,7 +3,7 @@
     tributary status --topology FILE [--run-dir DIR] [--output table|json] [--timeout SECONDS]
 
 Rows: every ZooKeeper server and broker (up or down), every topic with its partitions
-and records, every mirror with its lag (records, seconds) from its metrics endpoint,
+and records (naming under-replicated and offline partitions), every mirror with its lag (records, seconds) from its metrics endpoint,
 and every load's last run with its counts (from the loader's metrics file). What does
 not answer shows as down with the reason. Exit status: 0 when everything is up, 3
 when something is down (as `systemctl status`), 2 for a bad topology.
@@ -74,15 +74,15 @@ def rows(status: Status) -> list[tuple[str, str, str, str, str]]:
                 )
             )
         for topic in cluster.topics:
-            out.append(
-                (
-                    "topic",
-                    f"{cluster.name}/{topic.name}",
-                    "",
-                    "",
-                    f"{topic.partitions} partitions, {_number(topic.records)} records",
-                )
-            )
+            detail = f"{topic.partitions} partitions, {_number(topic.records)} records"
+            state = ""
+            if topic.offline:
+                detail += f"; OFFLINE partitions {','.join(map(str, topic.offline))}"
+                state = "OFFLINE"
+            if topic.under_replicated:
+                detail += f"; under-replicated partitions {','.join(map(str, topic.under_replicated))}"
+                state = state or "under-replicated"
+            out.append(("topic", f"{cluster.name}/{topic.name}", "", state, detail))
         if cluster.error:
             out.append(("topic", f"{cluster.name}/*", "", "?", cluster.error))
     for mirror in status.mirrors:

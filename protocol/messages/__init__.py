@@ -17,6 +17,7 @@ from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from .elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .header import RequestHeader, ResponseHeader
@@ -62,6 +63,7 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
 
@@ -91,6 +93,7 @@ API_MESSAGES: dict[ApiKey, tuple[type, type]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
     ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+    ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
 }
@@ -118,6 +121,8 @@ __all__ = [
     "DescribeGroupsResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",

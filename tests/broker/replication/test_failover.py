@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.fixtures.zookeeper import ZooKeeperHandle
@@ -29,6 +29,7 @@ SETTINGS = {
     "min.insync.replicas": "2",
     "replica.lag.time.max.ms": "3000",
     "default.replication.factor": "3",
+    "leader.imbalance.check.interval.seconds": "2",
 }
 
 
@@ -45,7 +46,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
 
 
 def partition_states(broker: BrokerProcess, topic: str) -> dict[int, tuple[int, int, list[int], list[int]]]:
-    """partition -> (leader, leader epoch, replicas, isr) as `broker` answers Metadata."""
+    """partition -> (leader, leader epoch, replicas (preferred first), isr) as `broker` answers Metadata."""
     response = request(
         broker.address,
         MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
@@ -53,7 +54,7 @@ def partition_states(broker: BrokerProcess, topic: str) -> dict[int, tuple[int, 
     )
     (found,) = response.topics
     return {
-        p.partition_index: (p.leader_id, p.leader_epoch, sorted(p.replica_nodes), sorted(p.isr_nodes))
+        p.partition_index: (p.leader_id, p.leader_epoch, list(p.replica_nodes), sorted(p.isr_nodes))
         for p in found.partitions
     }
 
@@ -212,3 +213,107 @@ def test_killing_leaders_loses_no_acknowledged_record(cluster: Cluster) -> None:
     print(verdict)
     assert verdict.ok, verdict
     assert verdict.acknowledged > 0 and not history.failed
+
+
+def preferred_lead(cluster: Cluster, topic: str) -> bool:
+    states = partition_states(cluster.brokers[0], topic)
+    return all(leader == replicas[0] for leader, _, replicas, _ in states.values())
+
+
+class SequencedProducer:
+    """confluent-kafka, acks=all and idempotent, sending numbered records from a thread."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.history = History()
+        self.topic = topic
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+             "linger.ms": 2, "message.timeout.ms": 120_000, "topic.metadata.refresh.interval.ms": 1000}
+        )  # fmt: skip
+        self._thread = threading.Thread(target=self._run)
+
+    def __enter__(self) -> SequencedProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        assert self.producer.flush(60) == 0
+
+    def acknowledged(self) -> int:
+        with self._lock:
+            return len(self.history.acknowledged)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                sequence, value = self.history.next_value()
+
+            def delivered(err: KafkaError | None, msg: object, sequence: int = sequence) -> None:
+                with self._lock:
+                    if err is None:
+                        self.history.acknowledge(sequence, msg.partition(), msg.offset())  # type: ignore[attr-defined]
+                    else:
+                        self.history.fail(sequence, str(err))
+
+            while True:
+                try:
+                    self.producer.produce(self.topic, value, on_delivery=delivered)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+            self.producer.poll(0)
+            time.sleep(0.001)
+
+
+def test_controlled_shutdown_costs_producers_nothing_and_leaders_come_back(cluster: Cluster) -> None:
+    """A rolling restart: each broker stopped with SIGTERM hands its leaderships over first, so
+    an acks=all producer sees no error; the restarted broker gets its preferred leaderships
+    back from the controller (auto.leader.rebalance.enable, checked every 2 s here)."""
+    topic = "rolling"
+    create_topic(cluster.bootstrap, topic, 3)
+    wait_for(lambda: fully_replicated(cluster, topic), 30, "ISR of 3")
+    with SequencedProducer(cluster.bootstrap, topic) as producer:
+        for broker in cluster.brokers:
+            led_before = producer.acknowledged()
+            assert broker.stop() == 0
+            # It left only after its leaderships had moved: no partition waits for a new leader.
+            others = [b for b in cluster.brokers if b is not broker]
+            leaders = {leader for leader, *_ in partition_states(others[0], topic).values()}
+            assert broker.broker_id not in leaders and -1 not in leaders, leaders
+            broker.start()
+            broker.wait_ready(expected_brokers=3)
+            wait_for(lambda: fully_replicated(cluster, topic), 30, "ISR of 3 again")
+            took = wait_for(lambda: preferred_lead(cluster, topic), 15, "preferred leaders back")
+            print(f"broker {broker.broker_id}: preferred leadership back {took:.1f} s after it rejoined")
+            wait_for(lambda n=led_before: producer.acknowledged() > n + 100, 15, "producer progress")  # type: ignore[misc]
+    verdict = producer.history.check(read_partitions(cluster.bootstrap, topic))
+    print(verdict)
+    assert verdict.ok, verdict
+    assert not producer.history.failed, list(producer.history.failed.items())[:3]
+
+
+def test_elect_leaders_moves_leadership_to_the_preferred_replica(zookeeper: ZooKeeperHandle, tmp_path: Path) -> None:
+    settings = {**SETTINGS, "auto.leader.rebalance.enable": "false"}
+    with Cluster(zookeeper.hosts, tmp_path, 3, settings) as cluster:
+        create_topic(cluster.bootstrap, "elect", 3)
+        wait_for(lambda: fully_replicated(cluster, "elect"), 30, "ISR of 3")
+        victim = cluster.brokers[0]
+        assert victim.stop() == 0
+        victim.start()
+        victim.wait_ready(expected_brokers=3)
+        wait_for(lambda: fully_replicated(cluster, "elect"), 30, "ISR of 3 again")
+        assert not preferred_lead(cluster, "elect")  # nothing moves it back by itself here
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        partitions = [TopicPartition("elect", p) for p in range(3)]
+        first = admin.elect_leaders(ElectionType.PREFERRED, partitions).result(timeout=30)
+        codes = {tp.partition: (err.code() if err else KafkaError.NO_ERROR) for tp, err in first.items()}
+        assert KafkaError.NO_ERROR in codes.values(), codes
+        assert set(codes.values()) <= {KafkaError.NO_ERROR, KafkaError.ELECTION_NOT_NEEDED}, codes
+        assert preferred_lead(cluster, "elect")
+        again = admin.elect_leaders(ElectionType.PREFERRED, partitions).result(timeout=30)
+        assert {err.code() for err in again.values() if err} == {KafkaError.ELECTION_NOT_NEEDED}
+        assert all(err is not None for err in again.values())
