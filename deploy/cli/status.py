@@ -3,10 +3,11 @@
     tributary status --topology FILE [--run-dir DIR] [--output table|json] [--timeout SECONDS]
 
 Rows: every ZooKeeper server and broker (up or down), every topic with its partitions
-and records (naming under-replicated and offline partitions), every mirror with its lag (records, seconds) from its metrics endpoint,
-and every load's last run with its counts (from the loader's metrics file). What does
-not answer shows as down with the reason. Exit status: 0 when everything is up, 3
-when something is down (as `systemctl status`), 2 for a bad topology.
+and records (naming partitions under-replicated or offline), every mirror with its lag
+(records, seconds) from its metrics endpoint, and every load's last run with its counts
+(from the loader's metrics file). What does not answer shows as down with the reason.
+Exit status: 0 when everything is up, 3 when something is down (as `systemctl status`;
+an offline partition counts), 2 for a bad topology.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import trio
 
-from tributary.deploy.appliance.status import Status, collect
+from tributary.deploy.appliance.status import Status, TopicStatus, collect
 from tributary.deploy.appliance.topology import TopologyError, load_topology
 from tributary.deploy.cli.up import add_topology_arguments
 from tributary.deploy.tables import render_table
@@ -55,6 +56,19 @@ def _ago(timestamp: float | None, now: float) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
+def _topic_health(topic: TopicStatus) -> tuple[str, str]:
+    """(state, details) of a topic row: OFFLINE or under-replicated partitions named."""
+    detail = f"{topic.partitions} partitions, {_number(topic.records)} records"
+    state = ""
+    if topic.offline:
+        detail += f"; OFFLINE partitions {','.join(map(str, topic.offline))}"
+        state = "OFFLINE"
+    if topic.under_replicated:
+        detail += f"; under-replicated partitions {','.join(map(str, topic.under_replicated))}"
+        state = state or "under-replicated"
+    return state, detail
+
+
 def rows(status: Status) -> list[tuple[str, str, str, str, str]]:
     """(kind, name, address, state, details) for every component, in topology order."""
     out: list[tuple[str, str, str, str, str]] = []
@@ -74,15 +88,7 @@ def rows(status: Status) -> list[tuple[str, str, str, str, str]]:
                 )
             )
         for topic in cluster.topics:
-            detail = f"{topic.partitions} partitions, {_number(topic.records)} records"
-            state = ""
-            if topic.offline:
-                detail += f"; OFFLINE partitions {','.join(map(str, topic.offline))}"
-                state = "OFFLINE"
-            if topic.under_replicated:
-                detail += f"; under-replicated partitions {','.join(map(str, topic.under_replicated))}"
-                state = state or "under-replicated"
-            out.append(("topic", f"{cluster.name}/{topic.name}", "", state, detail))
+            out.append(("topic", f"{cluster.name}/{topic.name}", "", *_topic_health(topic)))
         if cluster.error:
             out.append(("topic", f"{cluster.name}/*", "", "?", cluster.error))
     for mirror in status.mirrors:
