@@ -98,8 +98,10 @@ class Fetcher:
         self._snapshot = snapshot
         self._followed = followed
         self._on_progress = on_progress
-        #: (topic, partition) -> snapshot version at which it was refused; retried once newer.
-        self._stalled: dict[tuple[str, int], int] = {}
+        #: (topic, partition) -> (snapshot version, time) at which the leader refused it: retried
+        #: with a newer snapshot, or after replica.fetch.backoff.ms (the leader may simply not
+        #: have heard of a new topic yet, and nothing else may change for a long time).
+        self._stalled: dict[tuple[str, int], tuple[int, float]] = {}
 
     async def run(self) -> None:
         backoff = self._config.fetch_backoff_ms / 1000
@@ -131,11 +133,12 @@ class Fetcher:
 
     def _active(self) -> list[Partition]:
         version = self._snapshot().version
+        retry_before = trio.current_time() - self._config.fetch_backoff_ms / 1000
         active = []
         for partition in self._followed(self.leader_id):
             key = (partition.topic, partition.index)
-            stalled_at = self._stalled.get(key)
-            if stalled_at is not None and stalled_at == version:
+            stalled = self._stalled.get(key)
+            if stalled is not None and stalled[0] == version and stalled[1] > retry_before:
                 continue
             self._stalled.pop(key, None)
             if not partition.log.closed:
@@ -144,10 +147,10 @@ class Fetcher:
 
     def _stall(self, partition: Partition, why: str) -> None:
         log.info(
-            "fetcher %d -> %d: %s-%d: %s; waiting for new metadata",
+            "fetcher %d -> %d: %s-%d: %s; retrying with new metadata or after the backoff",
             self.broker_id, self.leader_id, partition.topic, partition.index, why,
         )  # fmt: skip
-        self._stalled[partition.topic, partition.index] = self._snapshot().version
+        self._stalled[partition.topic, partition.index] = (self._snapshot().version, trio.current_time())
 
     async def _round(self, channel: BrokerChannel) -> bool:
         """One truncation step and one fetch; False when there was nothing to do (back off)."""
