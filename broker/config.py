@@ -49,6 +49,8 @@ class BrokerConfig:
     zookeeper: str
     advertise: HostPort
     datacenter: str = "default"
+    # broker.rack: where this broker stands for replica placement (default: the datacenter).
+    rack: str | None = None
     auto_create_topics: bool = True
     # Limits on auto-creation (broker/auto_create.py): a cap on the cluster's partitions, a
     # rate per broker, and names never auto-created ("" denies none).
@@ -161,6 +163,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "zookeeper": ("zookeeper", _str),
     "advertise": ("advertise", parse_host_port),
     "datacenter": ("datacenter", _str),
+    "broker.rack": ("rack", _str),
     "auto.create.topics.enable": ("auto_create_topics", _bool),
     "num.partitions": ("default_partitions", _int),
     "auto.create.topics.max.partitions": ("auto_create_max_partitions", _int),

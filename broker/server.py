@@ -172,7 +172,9 @@ async def run(
     try:
         registry = ClusterRegistry(
             config.zookeeper,
-            BrokerInfo(config.broker_id, config.advertise.host, config.advertise.port, config.datacenter),
+            BrokerInfo(
+                config.broker_id, config.advertise.host, config.advertise.port, config.datacenter, config.rack
+            ),
             session_timeout=config.zookeeper_session_timeout_ms / 1000,
             balance=LeaderBalance(
                 config.auto_leader_rebalance,

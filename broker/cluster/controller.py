@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import trio
@@ -68,22 +68,70 @@ RETRY_DELAY = 0.2
 ELECTION_RETRY = 1.0
 
 
-def assign_replicas(
-    broker_ids: Collection[int], partitions: int, replication_factor: int, start: int
-) -> dict[int, tuple[int, ...]]:
-    """Round-robin replica lists: partition p starts at broker (start + p), followers follow it.
+def _rack_alternated(broker_ids: Collection[int], racks: Mapping[int, str | None]) -> list[int]:
+    """Brokers ordered one rack at a time (Kafka's getRackAlternatedBrokerList): the first of
+    each rack, then the second of each, ..."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(broker_ids):
+        by_rack.setdefault(racks.get(broker) or "", []).append(broker)
+    queues = [by_rack[rack] for rack in sorted(by_rack)]
+    ordered: list[int] = []
+    for i in range(max(len(q) for q in queues)):
+        ordered += [q[i] for q in queues if i < len(q)]
+    return ordered
 
-    With n brokers every broker leads either floor(P/n) or ceil(P/n) partitions, and the replicas
-    of one partition are distinct as long as replication_factor <= n.
+
+def _replica_index(first: int, shift: int, replica: int, count: int) -> int:
+    """Kafka's replicaIndex: the followers of a partition step away from its leader by a shift
+    that changes every time the partitions have gone round the brokers once."""
+    return (first + 1 + (shift + replica) % (count - 1)) % count
+
+
+def assign_replicas(  # noqa: PLR0917 (Kafka's AdminUtils.assignReplicasToBrokers, argument for argument)
+    broker_ids: Collection[int],
+    partitions: int,
+    replication_factor: int,
+    start: int,
+    shift: int = 0,
+    racks: Mapping[int, str | None] | None = None,
+    first_partition: int = 0,
+) -> dict[int, tuple[int, ...]]:
+    """Replica lists for partitions `first_partition`..`first_partition + partitions - 1`, by
+    Kafka's algorithm (AdminUtils.assignReplicasToBrokers), rack-aware when `racks` names more
+    than one rack.
+
+    The leader of partition p is broker (start + p) of the rack-alternated list, so every broker
+    leads floor(P/n) or ceil(P/n) partitions; its followers are the brokers `_replica_index`
+    picks, skipping one whose rack already holds a replica of the partition until every rack
+    does. The shift grows each time the partitions have gone round the brokers once, so when a
+    broker dies its partitions' leadership spreads over the others instead of all moving to
+    the next broker. `start` and `shift` are random in the controller, fixed in tests.
     """
-    ordered = sorted(broker_ids)
+    racks = racks or {}
+    ordered = _rack_alternated(broker_ids, racks)
     count = len(ordered)
     if not 1 <= replication_factor <= count:
         raise ValueError(f"replication factor {replication_factor} needs 1..{count} brokers")
-    return {
-        partition: tuple(ordered[(start + partition + replica) % count] for replica in range(replication_factor))
-        for partition in range(partitions)
-    }
+    rack_count = len({racks.get(b) or "" for b in ordered})
+    assignment: dict[int, tuple[int, ...]] = {}
+    for partition in range(first_partition, first_partition + partitions):
+        if partition > 0 and partition % count == 0:
+            shift += 1
+        first = (partition + start) % count
+        replicas = [ordered[first]]
+        used_racks = {racks.get(ordered[first]) or ""}
+        k = 0
+        while len(replicas) < replication_factor:
+            broker = ordered[_replica_index(first, shift * rack_count, k, count)]
+            rack = racks.get(broker) or ""
+            if (rack not in used_racks or len(used_racks) == rack_count) and (
+                broker not in replicas or len(replicas) == count
+            ):
+                replicas.append(broker)
+                used_racks.add(rack)
+            k += 1
+        assignment[partition] = tuple(replicas)
+    return assignment
 
 
 def elect_leader(
@@ -349,6 +397,10 @@ class Controller:
             await self._drop_request(request_path, stat.version)
             return None
         live = self._snapshot().live_broker_ids
+        if request.assignment is not None and any(b not in live for r in request.assignment.values() for b in r):
+            logger.warning("rejecting topic %r: its replica assignment names brokers that are not alive", name)
+            await self._drop_request(request_path, stat.version)
+            return None
         if request.partitions < 1 or not 1 <= request.replication_factor <= len(live):
             logger.warning(
                 "rejecting topic %r: %d partitions, replication factor %d, %d live brokers",
@@ -368,9 +420,16 @@ class Controller:
             return True
         request, request_version = admissible
         request_path = zk_paths.create_request(name)
-        live = sorted(self._snapshot().live_broker_ids)
-        start = self._rng.randrange(len(live))
-        assignment = assign_replicas(live, request.partitions, request.replication_factor, start)
+        snapshot = self._snapshot()
+        live = sorted(snapshot.live_broker_ids)
+        assignment = dict(request.assignment) if request.assignment is not None else assign_replicas(
+            live,
+            request.partitions,
+            request.replication_factor,
+            start=self._rng.randrange(len(live)),
+            shift=self._rng.randrange(len(live)),
+            racks={b: info.placement_rack for b, info in snapshot.brokers.items()},
+        )
         config_exists = await session.exists(zk_paths.topic_config(name)) is not None
         ops: list[Op] = [
             Create(zk_paths.topic(name), encode_topic(request.topic_id, assignment)),
@@ -436,8 +495,16 @@ class Controller:
             )
             await self._drop_request(request_path, stat.version)
             return True
-        spread = assign_replicas(live, request.partitions, replication_factor, self._rng.randrange(len(live)))
-        added = {index: replicas for index, replicas in spread.items() if index >= current}
+        snapshot = self._snapshot()
+        added = assign_replicas(
+            live,
+            request.partitions - current,
+            replication_factor,
+            start=self._rng.randrange(len(live)),
+            shift=self._rng.randrange(len(live)),
+            racks={b: info.placement_rack for b, info in snapshot.brokers.items()},
+            first_partition=current,
+        )
         ops: list[Op] = [
             SetData(zk_paths.topic(name), encode_topic(topic_id, {**assignment, **added}), topic[1].version)
         ]

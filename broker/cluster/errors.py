@@ -31,6 +31,10 @@ class InvalidPartitionsError(ClusterError):
     """The partition count is not a positive integer."""
 
 
+class InvalidReplicaAssignmentError(ClusterError):
+    """A requested replica assignment names a broker that is not alive, or is malformed."""
+
+
 class InvalidReplicationFactorError(ClusterError):
     """The replication factor is below 1 or above the number of live brokers."""
 

@@ -19,6 +19,13 @@ class BrokerInfo:
     host: str
     port: int
     datacenter: str | None = None
+    #: broker.rack: replicas of a partition go to as many racks as there are (Kafka's
+    #: rack-aware placement); without one the datacenter stands for it.
+    rack: str | None = None
+
+    @property
+    def placement_rack(self) -> str | None:
+        return self.rack if self.rack is not None else self.datacenter
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from tributary.broker.cluster.errors import (
     ClusterError,
     ControllerUnavailableError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     RegistryNotRunningError,
     TopicCreationRejectedError,
@@ -515,6 +516,7 @@ class ClusterRegistry:
         *,
         replication_factor: int = 1,
         timeout: float = 30.0,
+        assignment: Mapping[int, tuple[int, ...]] | None = None,
     ) -> TopicInfo:
         """Ask the controller to create a topic and wait until it is in this broker's snapshot.
 
@@ -528,13 +530,21 @@ class ClusterRegistry:
         snapshot = self._snapshot
         if partitions < 1:
             raise InvalidPartitionsError(f"topic {name!r}: partition count must be at least 1, not {partitions}")
-        if not 1 <= replication_factor <= len(snapshot.brokers):
+        if assignment is not None:
+            unknown = sorted({b for r in assignment.values() for b in r} - set(snapshot.brokers))
+            if unknown:
+                raise InvalidReplicaAssignmentError(
+                    f"topic {name!r}: the replica assignment names brokers that are not alive: {unknown}"
+                )
+        elif not 1 <= replication_factor <= len(snapshot.brokers):
             raise InvalidReplicationFactorError(
                 f"topic {name!r}: replication factor {replication_factor} with {len(snapshot.brokers)} live brokers"
             )
         if name in snapshot.topics:
             raise TopicExistsError(f"topic {name!r} already exists")
-        request = CreateTopicRequest(new_uuid(), partitions, replication_factor, dict(config or {}), self.broker_id)
+        request = CreateTopicRequest(
+            new_uuid(), partitions, replication_factor, dict(config or {}), self.broker_id, assignment
+        )
         request_path = zk_paths.create_request(name)
         with trio.move_on_after(timeout), _zookeeper_errors(f"creating topic {name!r}"):
             if await session.exists(zk_paths.topic(name)) is not None:

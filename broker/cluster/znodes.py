@@ -82,8 +82,8 @@ def encode_broker(info: BrokerInfo) -> bytes:
             "endpoints": [endpoint],
             "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
             "datacenter": info.datacenter,
-            # Kafka's tools call it rack; the Metadata response's rack field carries the datacenter.
-            "rack": info.datacenter,
+            # Kafka's tools read the rack; without broker.rack it is the datacenter.
+            "rack": info.placement_rack,
             "jmx_port": -1,
             "timestamp": str(now_ms()),
         }
@@ -96,10 +96,12 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
     if not isinstance(host, str) or not host or port in (None, -1):
         # Kafka >= 0.10 may leave host/port empty and carry only endpoints.
         host, port = _first_endpoint(value.get("endpoints"))
-    datacenter = value.get("datacenter", value.get("rack"))
-    if datacenter is not None and not isinstance(datacenter, str):
-        raise MalformedZnodeError(f"datacenter is not a string: {datacenter!r}")
-    return BrokerInfo(broker_id, host, _int(port, "port"), datacenter)
+    rack = value.get("rack")
+    datacenter = value.get("datacenter", rack)
+    for what, text in (("datacenter", datacenter), ("rack", rack)):
+        if text is not None and not isinstance(text, str):
+            raise MalformedZnodeError(f"{what} is not a string: {text!r}")
+    return BrokerInfo(broker_id, host, _int(port, "port"), datacenter, rack if rack != datacenter else None)
 
 
 def _first_endpoint(endpoints: Any) -> tuple[str, int]:
@@ -245,19 +247,22 @@ class CreateTopicRequest:
     replication_factor: int
     config: Mapping[str, str]
     requested_by: int
+    #: partition -> replicas, when the requester chose them (CreateTopics assignments).
+    assignment: Mapping[int, tuple[int, ...]] | None = None
 
 
 def encode_create_request(request: CreateTopicRequest) -> bytes:
-    return _dump(
-        {
-            "version": CREATE_REQUEST_VERSION,
-            "topic_id": request.topic_id,
-            "partitions": request.partitions,
-            "replication_factor": request.replication_factor,
-            "config": dict(request.config),
-            "requested_by": request.requested_by,
-        }
-    )
+    body: dict[str, Any] = {
+        "version": CREATE_REQUEST_VERSION,
+        "topic_id": request.topic_id,
+        "partitions": request.partitions,
+        "replication_factor": request.replication_factor,
+        "config": dict(request.config),
+        "requested_by": request.requested_by,
+    }
+    if request.assignment is not None:
+        body["assignment"] = {str(p): list(r) for p, r in sorted(request.assignment.items())}
+    return _dump(body)
 
 
 def decode_create_request(data: bytes) -> CreateTopicRequest:
@@ -268,12 +273,19 @@ def decode_create_request(data: bytes) -> CreateTopicRequest:
     config = value.get("config", {})
     if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
         raise MalformedZnodeError("create request config is not an object of strings")
+    raw_assignment = value.get("assignment")
+    assignment = None
+    if raw_assignment is not None:
+        if not isinstance(raw_assignment, dict):
+            raise MalformedZnodeError("create request assignment is not an object")
+        assignment = {_int(p, "partition"): _int_list(r, "replicas") for p, r in raw_assignment.items()}
     return CreateTopicRequest(
         topic_id=topic_id,
         partitions=_int(value.get("partitions"), "partitions"),
         replication_factor=_int(value.get("replication_factor", 1), "replication_factor"),
         config={str(k): v for k, v in config.items()},
         requested_by=_int(value.get("requested_by", -1), "requested_by"),
+        assignment=assignment,
     )
 
 

@@ -10,7 +10,12 @@ import logging
 
 import trio
 
-from tributary.broker.cluster.errors import ClusterError, InvalidReplicationFactorError, TopicExistsError
+from tributary.broker.cluster.errors import (
+    ClusterError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    TopicExistsError,
+)
 from tributary.broker.context import RequestContext
 from tributary.broker.topics import colliding_topics, topic_config_error, topic_name_error
 from tributary.protocol.error_codes import ErrorCode
@@ -18,6 +23,12 @@ from tributary.protocol.messages import CreateTopicsRequest, CreateTopicsRespons
 
 log = logging.getLogger(__name__)
 MAX_PARTITIONS = 10_000
+#: What a refusal by the registry is answered with; any other ClusterError is a timeout.
+_REFUSALS: dict[type[ClusterError], ErrorCode] = {
+    TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
+    InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
+    InvalidReplicaAssignmentError: ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+}
 
 
 def _refuse(name: str, code: ErrorCode, message: str) -> CreateTopicsResponse.CreatableTopicResult:
@@ -35,6 +46,31 @@ def _name_problem(ctx: RequestContext, name: str) -> tuple[ErrorCode, str] | Non
     return None
 
 
+def manual_assignment(topic: CreateTopicsRequest.CreatableTopic) -> dict[int, tuple[int, ...]]:
+    return {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+
+
+def _assignment_problem(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic) -> tuple[ErrorCode, str] | None:
+    """Kafka's checks of a manual replica assignment (partition and replica counts must then be
+    -1; partitions 0..n-1, each with the same number of distinct, live brokers)."""
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        return ErrorCode.INVALID_REQUEST, "give either a replica assignment or partitions and a replication factor"
+    assignment = manual_assignment(topic)
+    if sorted(assignment) != list(range(len(topic.assignments))) or len(assignment) > MAX_PARTITIONS:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered 0..n-1, each once"
+    sizes = {len(replicas) for replicas in assignment.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "every partition needs the same number of replicas, at least one"
+    if any(len(set(replicas)) != len(replicas) for replicas in assignment.values()):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "a partition names the same broker twice"
+    live = ctx.broker.snapshot().brokers
+    unknown = sorted({b for replicas in assignment.values() for b in replicas} - set(live))
+    if unknown:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown or dead broker(s) in the replica assignment: {unknown}"
+    why = topic_config_error({c.name: c.value for c in topic.configs})
+    return (ErrorCode.INVALID_CONFIG, why) if why is not None else None
+
+
 def _invalid(
     ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, partitions: int, replication_factor: int
 ) -> tuple[ErrorCode, str] | None:
@@ -42,7 +78,7 @@ def _invalid(
     if (problem := _name_problem(ctx, topic.name)) is not None:
         return problem
     if topic.assignments:
-        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported"
+        return _assignment_problem(ctx, topic)
     if not 1 <= partitions <= MAX_PARTITIONS:
         return ErrorCode.INVALID_PARTITIONS, f"partition count must be 1..{MAX_PARTITIONS}, got {partitions}"
     live = len(ctx.broker.snapshot().brokers)
@@ -66,6 +102,9 @@ async def _create(
         if topic.replication_factor == -1
         else topic.replication_factor
     )
+    assignment = manual_assignment(topic) if topic.assignments else None
+    if assignment is not None:
+        partitions, replication_factor = len(assignment), len(next(iter(assignment.values()), ()))
     if (problem := _invalid(ctx, topic, partitions, replication_factor)) is not None:
         return _refuse(name, *problem)
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
@@ -75,13 +114,11 @@ async def _create(
     if validate_only:
         return result
     try:
-        await broker.registry.create_topic(name, partitions, configs, replication_factor=replication_factor)
-    except TopicExistsError:
-        return _refuse(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-    except InvalidReplicationFactorError as exc:
-        return _refuse(name, ErrorCode.INVALID_REPLICATION_FACTOR, str(exc))
+        await broker.registry.create_topic(
+            name, partitions, configs, replication_factor=replication_factor, assignment=assignment
+        )
     except ClusterError as exc:
-        return _refuse(name, ErrorCode.REQUEST_TIMED_OUT, str(exc))
+        return _refuse(name, _REFUSALS.get(type(exc), ErrorCode.REQUEST_TIMED_OUT), str(exc))
     log.info("created topic %s with %d partitions for %s", name, partitions, ctx.peer)
     return result
 

@@ -105,7 +105,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         snapshot = broker.snapshot()
     return MetadataResponse(
         brokers=[
-            MetadataResponse.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=None)
+            MetadataResponse.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
             for b in sorted(snapshot.brokers.values(), key=lambda b: b.id)
         ],
         cluster_id=snapshot.cluster_id,

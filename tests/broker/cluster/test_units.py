@@ -53,6 +53,30 @@ def test_assignment_replicas_are_distinct_brokers() -> None:
         assign_replicas([1, 2], 1, 3, start=0)
 
 
+def test_placement_follows_kafkas_example() -> None:
+    # The table in Kafka's AdminUtils (5 brokers, 10 partitions, 3 replicas, start 0, shift 0).
+    assignment = assign_replicas(range(5), 10, 3, start=0, shift=0)
+    assert [assignment[p] for p in (0, 4, 5, 9)] == [(0, 1, 2), (4, 0, 1), (0, 2, 3), (4, 1, 2)]
+    leaders = [replicas[0] for replicas in assignment.values()]
+    assert sorted(leaders.count(b) for b in range(5)) == [2] * 5
+    # When one broker dies, its leaderships move to several others, not all to the next one.
+    successors = {replicas[1] for replicas in assignment.values() if replicas[0] == 0}
+    assert len(successors) == 2
+
+
+def test_placement_is_rack_aware() -> None:
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    assignment = assign_replicas(racks, 12, 3, start=2, shift=1, racks=racks)
+    for replicas in assignment.values():
+        assert len(set(replicas)) == 3
+        assert {racks[b] for b in replicas} == {"a", "b", "c"}
+    assert sorted([r[0] for r in assignment.values()].count(b) for b in racks) == [2] * 6
+    # Two racks, three replicas: both racks hold one, and the third goes wherever is left.
+    two = {1: "a", 2: "a", 3: "b", 4: "b"}
+    for replicas in assign_replicas(two, 8, 3, start=0, racks=two).values():
+        assert {two[b] for b in replicas} == {"a", "b"} and len(set(replicas)) == 3
+
+
 def test_a_live_leader_stays() -> None:
     assert elect_leader(LeaderAndIsr(1, 4, (1,), 1), (1,), {1, 2}, 2) is None
 

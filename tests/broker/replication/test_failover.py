@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.fixtures.zookeeper import ZooKeeperHandle
@@ -317,3 +317,17 @@ def test_elect_leaders_moves_leadership_to_the_preferred_replica(zookeeper: ZooK
         again = admin.elect_leaders(ElectionType.PREFERRED, partitions).result(timeout=30)
         assert {err.code() for err in again.values() if err} == {KafkaError.ELECTION_NOT_NEEDED}
         assert all(err is not None for err in again.values())
+
+        # A manual replica assignment is taken as given (first replica leads; confluent-kafka wants
+        # the partition count given too, and sends -1 as Kafka requires)...
+        placed = NewTopic("placed", num_partitions=2, replica_assignment=[[3, 1], [2, 3]])
+        admin.create_topics([placed], operation_timeout=30)["placed"].result(timeout=30)
+        wait_for(lambda: partition_states(cluster.brokers[0], "placed").get(1, (-1,))[0] == 2, 10, "placed")
+        states = partition_states(cluster.brokers[0], "placed")
+        assert {p: (s[0], s[2]) for p, s in states.items()} == {0: (3, [3, 1]), 1: (2, [2, 3])}
+        # ...and one naming a broker that does not exist is refused, saying which.
+        wrong = NewTopic("misplaced", num_partitions=1, replica_assignment=[[1, 9]])
+        with pytest.raises(KafkaException) as refused:
+            admin.create_topics([wrong], operation_timeout=30)["misplaced"].result(timeout=30)
+        assert refused.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+        assert "[9]" in refused.value.args[0].str()
