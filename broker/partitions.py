@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import trio
 
@@ -186,9 +186,11 @@ class Partition:
 
 
 class PartitionManager:
-    def __init__(self, broker_id: int, logs: LogManager) -> None:
+    def __init__(self, broker_id: int, logs: LogManager, registration_epoch: Callable[[], int] = lambda: -1) -> None:
         self.broker_id = broker_id
         self.logs = logs
+        #: This broker's epoch (the czxid of its registration), as the registry last saw it.
+        self._registration_epoch = registration_epoch
         self._partitions: dict[tuple[str, int], Partition] = {}
         # Partitions whose log could not be opened, and why: logged once, not per request.
         self._open_failures: dict[tuple[str, int], str] = {}
@@ -237,6 +239,12 @@ class PartitionManager:
         return partition
 
     def _sync_role(self, partition: Partition, state: PartitionState, *, fresh: bool) -> None:
+        if state.leader == self.broker_id and self._stale(state):
+            # Made leader before this broker last started: the controller elects again (a new
+            # epoch, perhaps another leader); until then this replica neither leads nor follows.
+            if partition.is_leader or fresh:
+                partition.become_follower(PartitionState(NO_LEADER, state.leader_epoch, state.replicas, state.isr))
+            return
         if state.leader == self.broker_id:
             # Within its epoch the leader is the only writer of the ISR, so it never adopts one
             # from a snapshot: a snapshot read before its own latest write would take it back.
@@ -246,6 +254,9 @@ class PartitionManager:
             partition.leader != state.leader
         ):
             partition.become_follower(state)
+
+    def _stale(self, state: PartitionState) -> bool:
+        return self._registration_epoch() > state.zxid >= 0
 
     def lookup(self, snapshot: ClusterSnapshot, topic: str, index: int) -> Partition | ErrorCode:
         """The partition if this broker leads it: what client requests may act on."""

@@ -51,7 +51,7 @@ class Broker:
         self.metrics = metrics if metrics is not None else BrokerMetrics()
         self.registry = registry
         self.logs = logs
-        self.partitions = PartitionManager(config.broker_id, logs)
+        self.partitions = PartitionManager(config.broker_id, logs, self._registration_epoch)
         self.replicas = ReplicaManager(
             config.broker_id, self.partitions, registry, config.replication, self.metrics.isr_changed
         )
@@ -69,6 +69,10 @@ class Broker:
         self.api_versions = api_versions
         # Request bytes read but not yet answered, shared by every connection.
         self.request_budget = RequestBudget(config.queued_max_request_bytes)
+
+    def _registration_epoch(self) -> int:
+        me = self.registry.snapshot.brokers.get(self.config.broker_id)
+        return -1 if me is None else me.epoch
 
     @property
     def broker_id(self) -> int:

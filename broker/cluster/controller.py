@@ -31,7 +31,7 @@ import trio
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from tributary.broker.cluster import zk_paths
-from tributary.broker.cluster.model import NO_LEADER, ClusterSnapshot
+from tributary.broker.cluster.model import NO_LEADER, ClusterSnapshot, stale_leadership
 from tributary.broker.cluster.session import (
     CONNECTION_ERRORS,
     ChangeNotifier,
@@ -134,31 +134,37 @@ def assign_replicas(  # noqa: PLR0917 (Kafka's AdminUtils.assignReplicasToBroker
     return assignment
 
 
-def elect_leader(
+def elect_leader(  # noqa: PLR0917 (the facts an election weighs)
     current: LeaderAndIsr,
     replicas: Sequence[int],
     live: Collection[int],
     controller_epoch: int,
     shutting_down: Collection[int] = (),
+    restarted: bool = False,
 ) -> LeaderAndIsr | None:
     """The partition's next state given the live brokers, or None when it should not change.
 
-    A live leader stays, unless it is shutting down and another in-sync replica can take over.
+    A live leader stays, unless it is shutting down and another in-sync replica can take over,
+    or it `restarted` since it was made leader (its registration is newer than the state): then
+    another in-sync replica takes over, or, being the only one, it leads again in a new epoch.
     Otherwise the first live replica (in replica order) that is in the ISR and not shutting down
-    leads, with the epoch bumped and dead (or departing) replicas dropped from the ISR. Only the
-    ISR is ever chosen from (clean election), and the ISR never becomes empty, so a partition
-    whose in-sync replicas are all gone waits at leader -1 (same epoch) for one of them.
+    leads, with the epoch bumped and dead (or departing, or restarted) replicas dropped from the
+    ISR. Only the ISR is ever chosen from (clean election), and the ISR never becomes empty, so
+    a partition whose in-sync replicas are all gone waits at leader -1 (same epoch) for one.
     """
     leader_alive = current.leader != NO_LEADER and current.leader in live
-    if leader_alive and current.leader not in shutting_down:
+    if leader_alive and current.leader not in shutting_down and not restarted:
         return None
-    candidates = [b for b in replicas if b in current.isr and b in live and b not in shutting_down]
+    gone = set(shutting_down) | ({current.leader} if restarted else set())
+    candidates = [b for b in replicas if b in current.isr and b in live and b not in gone]
     if not candidates:
+        if restarted and leader_alive:
+            return LeaderAndIsr(current.leader, current.leader_epoch + 1, current.isr, controller_epoch)
         if leader_alive or current.leader == NO_LEADER:
             return None  # a departing leader with no one to hand over to keeps leading until it goes
         return LeaderAndIsr(NO_LEADER, current.leader_epoch, current.isr, controller_epoch)
     leader = candidates[0]
-    isr = tuple(b for b in current.isr if b in live and b not in shutting_down) or (leader,)
+    isr = tuple(b for b in current.isr if b in live and b not in gone) or (leader,)
     return LeaderAndIsr(leader, current.leader_epoch + 1, isr, controller_epoch)
 
 
@@ -564,7 +570,8 @@ class Controller:
         for topic in snapshot.topics.values():
             for index, state in sorted(topic.partitions.items()):
                 seen = LeaderAndIsr(state.leader, state.leader_epoch, state.isr, epoch.epoch)
-                if elect_leader(seen, state.replicas, live, epoch.epoch, shutting_down) is not None:
+                restarted = stale_leadership(state, snapshot.brokers)
+                if elect_leader(seen, state.replicas, live, epoch.epoch, shutting_down, restarted) is not None:
                     suspects.append((zk_paths.partition_state(topic.name, index), state.replicas))
         if not suspects:
             return True
@@ -579,7 +586,9 @@ class Controller:
             except ValueError as exc:
                 logger.warning("ignoring malformed partition state %s: %s", path, exc)
                 continue
-            decided = elect_leader(current, replicas, live, epoch.epoch, shutting_down)
+            leader = snapshot.brokers.get(current.leader)
+            restarted = leader is not None and leader.epoch > int(node[1].mzxid)
+            decided = elect_leader(current, replicas, live, epoch.epoch, shutting_down, restarted)
             if decided is not None:
                 ops.append(SetData(path, encode_partition_state(decided), node[1].version))
         clean = True

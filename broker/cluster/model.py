@@ -22,6 +22,9 @@ class BrokerInfo:
     #: broker.rack: replicas of a partition go to as many racks as there are (Kafka's
     #: rack-aware placement); without one the datacenter stands for it.
     rack: str | None = None
+    #: The registration's creation zxid (Kafka's broker epoch, KIP-380): a broker that died and
+    #: registered again between two looks of the controller is told apart by a new value.
+    epoch: int = -1
 
     @property
     def placement_rack(self) -> str | None:
@@ -40,10 +43,20 @@ class PartitionState:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    #: The state znode's last modification (mzxid). A leader whose registration (its broker
+    #: epoch, a czxid) is newer restarted since it was given the partition: it must not lead
+    #: on, as if nothing happened, until the controller has elected again.
+    zxid: int = -1
 
     @property
     def online(self) -> bool:
         return self.leader != NO_LEADER
+
+
+def stale_leadership(state: PartitionState, brokers: Mapping[int, BrokerInfo]) -> bool:
+    """Whether the partition's leader registered again (restarted) after it was made leader."""
+    leader = brokers.get(state.leader)
+    return leader is not None and state.zxid >= 0 and leader.epoch > state.zxid
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ the broker consumes to create and delete local logs), see its docstring.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -374,7 +375,9 @@ class ClusterRegistry:
                 self._brokers.pop(broker_id, None)
                 continue
             try:
-                self._brokers[broker_id] = decode_broker(broker_id, node[0])
+                self._brokers[broker_id] = dataclasses.replace(
+                    decode_broker(broker_id, node[0]), epoch=int(node[1].czxid)
+                )
             except ValueError as exc:
                 logger.warning("ignoring malformed registration of broker %d: %s", broker_id, exc)
                 self._brokers.pop(broker_id, None)
@@ -419,7 +422,9 @@ class ClusterRegistry:
                     logger.warning("treating malformed state %s as offline: %s", path, exc)
                     partitions[index] = PartitionState(NO_LEADER, 0, replicas, ())
                     continue
-                partitions[index] = PartitionState(state.leader, state.leader_epoch, replicas, state.isr)
+                partitions[index] = PartitionState(
+                    state.leader, state.leader_epoch, replicas, state.isr, zxid=int(node[1].mzxid)
+                )
             config: dict[str, str] = {}
             config_node = configs[zk_paths.topic_config(name)]
             if config_node is not None:

@@ -46,7 +46,9 @@ async def test_brokers_see_each_other_and_elect_exactly_one_controller(brokers: 
     await _agree_on_one_controller(registries, {1, 2, 3})
     for registry in registries:
         snapshot = registry.snapshot
-        assert snapshot.brokers[2] == BrokerInfo(2, "127.0.0.1", 9002, "dc-2")
+        seen = snapshot.brokers[2]
+        assert seen == BrokerInfo(2, "127.0.0.1", 9002, "dc-2", epoch=seen.epoch)
+        assert seen.epoch > 0  # the registration's czxid: Kafka's broker epoch
         assert registry.registered and registry.connected
     cluster_ids = {registry.snapshot.cluster_id for registry in registries}
     assert len(cluster_ids) == 1 and "" not in cluster_ids

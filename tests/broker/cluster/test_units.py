@@ -109,6 +109,15 @@ def test_a_controlled_shutdown_hands_leadership_to_another_in_sync_replica() -> 
     assert elect_leader(state, (1, 2, 3), {2, 3}, 1, shutting_down={2}) == LeaderAndIsr(3, 4, (3,), 1)
 
 
+def test_a_leader_that_restarted_unseen_is_replaced_or_re_elected_in_a_new_epoch() -> None:
+    # Its registration is newer than the partition state: it died and came back between two
+    # looks of the controller (or before a new controller took over).
+    state = LeaderAndIsr(1, 3, (1, 2, 3), 1)
+    assert elect_leader(state, (1, 2, 3), {1, 2, 3}, 1, restarted=True) == LeaderAndIsr(2, 4, (2, 3), 1)
+    alone = LeaderAndIsr(1, 3, (1,), 1)
+    assert elect_leader(alone, (1, 2), {1, 2}, 1, restarted=True) == LeaderAndIsr(1, 4, (1,), 1)
+
+
 def test_broker_registration_round_trips_and_reads_kafka_endpoints() -> None:
     info = BrokerInfo(7, "broker7.east", 9092, "east")
     assert decode_broker(7, encode_broker(info)) == info

@@ -18,7 +18,8 @@ from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, 
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.fixtures.zookeeper import ZooKeeperHandle
-from tributary.protocol.messages import MetadataRequest
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import FetchRequest, MetadataRequest, OffsetForLeaderEpochRequest
 from tributary.testing.cluster import METADATA_VERSION, BrokerProcess, Cluster
 from tributary.testing.history import History, read_partitions, sequence_of
 from tributary.testing.wire import request
@@ -331,3 +332,50 @@ def test_elect_leaders_moves_leadership_to_the_preferred_replica(zookeeper: ZooK
             admin.create_topics([wrong], operation_timeout=30)["misplaced"].result(timeout=30)
         assert refused.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
         assert "[9]" in refused.value.args[0].str()
+
+
+def test_leader_epochs_on_the_wire(cluster: Cluster) -> None:
+    """OffsetForLeaderEpoch answers where an epoch ends; Fetch, ListOffsets and it fence a
+    client whose leader epoch is older, and hold off one whose epoch is newer (KIP-320)."""
+    create_topic(cluster.bootstrap, "epochs", 1)
+    wait_for(lambda: fully_replicated(cluster, "epochs"), 30, "ISR of 3")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce("epochs", b"%d" % i)
+    assert producer.flush(10) == 0
+    leader_id, epoch, replicas, _ = partition_states(cluster.brokers[0], "epochs")[0]
+    leader = cluster.broker(leader_id)
+    follower = cluster.broker(next(r for r in replicas if r != leader_id))
+
+    def ask(broker: BrokerProcess, current: int, wanted: int) -> tuple[int, int, int]:
+        response = request(broker.address, OffsetForLeaderEpochRequest(topics=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic="epochs", partitions=[
+                OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                    partition=0, current_leader_epoch=current, leader_epoch=wanted)])]), 3)  # fmt: skip
+        (answer,) = response.topics[0].partitions
+        return answer.error_code, answer.leader_epoch, answer.end_offset
+
+    assert ask(leader, epoch, epoch) == (0, epoch, 10)
+    assert ask(leader, -1, epoch) == (0, epoch, 10)
+    assert ask(leader, epoch + 1, epoch)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert ask(follower, epoch, epoch)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    fetch = FetchRequest(max_wait_ms=0, topics=[FetchRequest.FetchTopic(topic="epochs", partitions=[
+        FetchRequest.FetchPartition(partition=0, current_leader_epoch=epoch + 1, fetch_offset=0,
+                                    partition_max_bytes=1 << 20)])])  # fmt: skip
+    (data,) = request(leader.address, fetch, 11).responses[0].partitions
+    assert data.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+    # A leader change later, the old epoch is fenced.
+    leader.kill()
+    leader.start()
+    leader.wait_ready(expected_brokers=3)
+    wait_for(lambda: partition_states(follower, "epochs")[0][1] > epoch, 30, "a new epoch")
+    new_leader = cluster.broker(partition_states(follower, "epochs")[0][0])
+    old = FetchRequest(max_wait_ms=0, topics=[FetchRequest.FetchTopic(topic="epochs", partitions=[
+        FetchRequest.FetchPartition(partition=0, current_leader_epoch=epoch, fetch_offset=0,
+                                    partition_max_bytes=1 << 20)])])  # fmt: skip
+    (data,) = request(new_leader.address, old, 11).responses[0].partitions
+    assert data.error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert ask(new_leader, epoch, epoch)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    # Where the old epoch ends in the new leader's log: after the ten records it had.
+    new_epoch = partition_states(follower, "epochs")[0][1]
+    assert ask(new_leader, new_epoch, epoch) == (0, epoch, 10)
