@@ -73,11 +73,13 @@ def test_status_shows_everything_up_mirror_lag_and_a_restarted_mirror(tmp_path: 
             return report if done else None
 
         report = poll(mirrored, 60, "the mirror copying 1000 records")
-        assert topic(report, "east", "pageviews") == {"name": "pageviews", "partitions": 2, "records": 1000}
+        healthy = {"under_replicated": [], "offline": []}
+        assert topic(report, "east", "pageviews") == {"name": "pageviews", "partitions": 2, "records": 1000, **healthy}
         assert topic(report, "aggregate", "east.pageviews") == {
             "name": "east.pageviews",
             "partitions": 2,
             "records": 1000,
+            **healthy,
         }
         assert report["mirrors"][0]["copied_records"] == 1000
         assert report["mirrors"][0]["lag_seconds"] == 0

@@ -75,6 +75,9 @@ def test_create_list_describe_alter_delete(capsys: pytest.CaptureFixture[str], c
         {
             "partition": p,
             "leader": led[p],
+            "leader_epoch": 0,
+            "replicas": [led[p]],
+            "isr": [led[p]],
             "earliest_offset": 0,
             "latest_offset": counts[p],
             "records": counts[p],
@@ -89,9 +92,12 @@ def test_create_list_describe_alter_delete(capsys: pytest.CaptureFixture[str], c
     assert table.status == 0
     lines = table.out.splitlines()
     assert lines[0].startswith(f"Topic: {topic}  partitions: 3  records: 17  size: ")
-    assert re.fullmatch(r"PARTITION\s+LEADER\s+EARLIEST\s+LATEST\s+RECORDS\s+SIZE", lines[1])
-    assert re.fullmatch(rf"\s*2\s+{led[2]}\s+0\s+12\s+12\s+\S+ \S+", lines[4])
+    assert re.fullmatch(r"PARTITION\s+LEADER\s+EPOCH\s+REPLICAS\s+ISR\s+EARLIEST\s+LATEST\s+RECORDS\s+SIZE", lines[1])
+    assert re.fullmatch(rf"\s*2\s+{led[2]}\s+0\s+{led[2]}\s+{led[2]}\s+0\s+12\s+12\s+\S+ \S+", lines[4])
     assert re.search(r"^retention\.ms\s+3600000\s+topic$", table.out, re.MULTILINE)
+    # What a rolling restart waits for: no partition under-replicated (exit 0, nothing listed).
+    healthy = topics(capsys, cluster, "--output", "json", "describe", "--under-replicated-partitions")
+    assert (healthy.status, healthy.json()) == (0, [])
 
     altered = topics(
         capsys,

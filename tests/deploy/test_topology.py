@@ -20,7 +20,12 @@ def test_local_example_loads() -> None:
     assert east.bootstrap == "127.0.1.1:9092,127.0.1.2:9093,127.0.1.3:9094"
     assert east.zookeeper_connect == "127.0.1.1:2181/tributary/east"
     assert [b.id for b in east.brokers] == [1, 2, 3]
-    assert dict(east.topic_defaults) == {"num.partitions": 3, "log.retention.ms": 604800000}
+    assert dict(east.topic_defaults) == {
+        "num.partitions": 3,
+        "default.replication.factor": 3,
+        "min.insync.replicas": 2,
+        "log.retention.ms": 604800000,
+    }
     # Every datacenter has its own loopback network.
     for name, prefix in (("east", "127.0.1."), ("west", "127.0.2."), ("aggregate", "127.0.3.")):
         cluster = topology.clusters[name]

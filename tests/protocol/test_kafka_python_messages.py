@@ -53,6 +53,8 @@ from tributary.protocol.messages import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     FetchRequest,
     FetchResponse,
     FindCoordinatorRequest,
@@ -79,6 +81,8 @@ from tributary.protocol.messages import (
     OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
     ProduceRequest,
     ProduceResponse,
     SyncGroupRequest,
@@ -1060,6 +1064,65 @@ def _(v: int) -> Any:
     )
 
 
+@builds(OffsetForLeaderEpochRequest)
+def _(v: int) -> Any:
+    r = OffsetForLeaderEpochRequest
+    return r(
+        replica_id=2,
+        topics=[
+            r.OffsetForLeaderTopic(
+                topic="clicks",
+                partitions=[
+                    r.OffsetForLeaderPartition(partition=0, current_leader_epoch=7, leader_epoch=5),
+                    r.OffsetForLeaderPartition(partition=3, current_leader_epoch=-1, leader_epoch=0),
+                ],
+            )
+        ],
+    )
+
+
+@builds(OffsetForLeaderEpochResponse)
+def _(v: int) -> Any:
+    r = OffsetForLeaderEpochResponse
+    return r(
+        throttle_time_ms=0,
+        topics=[
+            r.OffsetForLeaderTopicResult(
+                topic="clicks",
+                partitions=[
+                    r.EpochEndOffset(error_code=0, partition=0, leader_epoch=4, end_offset=1200),
+                    r.EpochEndOffset(error_code=74, partition=3, leader_epoch=-1, end_offset=-1),
+                ],
+            )
+        ],
+    )
+
+
+@builds(ElectLeadersRequest)
+def _(v: int) -> Any:
+    r = ElectLeadersRequest
+    partitions = [r.TopicPartitions(topic="clicks", partitions=[0, 2])]
+    return r(election_type=0, topic_partitions=partitions if v % 2 == 0 else None, timeout_ms=30_000)
+
+
+@builds(ElectLeadersResponse)
+def _(v: int) -> Any:
+    r = ElectLeadersResponse
+    return r(
+        throttle_time_ms=0,
+        error_code=0,
+        replica_election_results=[
+            r.ReplicaElectionResult(
+                topic="clicks",
+                partition_result=[
+                    r.PartitionResult(partition_id=0, error_code=0, error_message=None),
+                    r.PartitionResult(partition_id=2, error_code=84, error_message="the preferred replica leads"),
+                ],
+            )
+        ],
+    )
+
+
 # --- the matrix ---
 
 # The brief's versions, plus flexible versions both libraries declare (tagged fields, compact types).
@@ -1088,6 +1151,8 @@ VERSIONS: dict[ApiKey, list[int]] = {
     ApiKey.DELETE_GROUPS: [0, 1, 2],
     ApiKey.OFFSET_DELETE: [0],
     ApiKey.DESCRIBE_LOG_DIRS: [0, 1, 2, 3, 4],
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: [0, 1, 2, 3, 4],
+    ApiKey.ELECT_LEADERS: [0, 1, 2],
 }
 
 REQUEST_CLASSES = {cls.SPEC.api_key: cls for cls in BUILDERS if cls.SPEC.kind == "request"}  # type: ignore[attr-defined]
