@@ -1,4 +1,10 @@
 """Suite-wide fixtures: containers where Docker answers (tests/fixtures/containers.py), the ZooKeeper
-server (tests/fixtures/zookeeper.py) and its report header, the brokers."""
+server (tests/fixtures/zookeeper.py) and its report header, the brokers, and ``--long``
+(tests/fixtures/schedules.py)."""
 
-pytest_plugins = ["tests.fixtures.containers", "tests.fixtures.zookeeper", "tests.fixtures.brokers"]
+pytest_plugins = [
+    "tests.fixtures.containers",
+    "tests.fixtures.zookeeper",
+    "tests.fixtures.brokers",
+    "tests.fixtures.schedules",
+]
