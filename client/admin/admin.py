@@ -65,6 +65,7 @@ from tributary.protocol.messages import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
@@ -424,6 +425,33 @@ class Admin:
                 await self._wait_for_topics(sorted(grown), timeout)
         if failures:
             raise failures[0]
+
+    async def elect_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout: float | None = None
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Move partitions back to their preferred replica (ElectLeaders, preferred election,
+        sent to the controller); every partition with None. Returns each partition's outcome:
+        NONE, ELECTION_NOT_NEEDED (it led already), PREFERRED_LEADER_NOT_AVAILABLE (down or out
+        of sync), UNKNOWN_TOPIC_OR_PARTITION."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        timeout_ms = max(1, int((self._deadline(timeout) - trio.current_time()) * 1000))
+        request = ElectLeadersRequest(
+            election_type=0,
+            topic_partitions=None
+            if partitions is None
+            else [ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            timeout_ms=timeout_ms,
+        )
+        response = await self.cluster.send_to_controller(request, timeout=timeout_ms / 1000 + 5)
+        if response.error_code:
+            raise error_for(response.error_code, detail="elect leaders")
+        return {
+            TopicPartition(result.topic, p.partition_id): ErrorCode(p.error_code)
+            for result in response.replica_election_results
+            for p in result.partition_result
+        }
 
     async def describe_configs(
         self,

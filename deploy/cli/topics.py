@@ -6,6 +6,8 @@ Kafka-compatible cluster.
     tributary topics --bootstrap B create TOPIC --partitions N [--config K=V ...] [--if-not-exists]
     tributary topics --bootstrap B delete TOPIC [TOPIC ...]
     tributary topics --bootstrap B alter TOPIC [--partitions N] [--config K=V ...] [--delete-config K ...]
+    tributary topics --bootstrap B describe --under-replicated-partitions | --unavailable-partitions
+    tributary topics --bootstrap B elect-leaders [--topic T [--partition N]]
 
 Sizes are bytes on disk as the brokers report them (DescribeLogDirs); a broker
 that does not report them shows "-" (null in JSON). ``describe`` shows per
@@ -26,6 +28,7 @@ from tributary.client.errors import UnsupportedVersionError
 from tributary.client.wire.metadata import TopicPartition
 from tributary.deploy.cli.admin_options import CommandError, add_common_arguments, run_admin
 from tributary.deploy.tables import human_bytes, render_table, to_json
+from tributary.protocol.error_codes import ErrorCode
 
 
 def register(subparsers: Any) -> None:
@@ -40,6 +43,17 @@ def register(subparsers: Any) -> None:
     listing = actions.add_parser("list", help="topic names, partition counts and sizes")
     listing.add_argument("--internal", action="store_true", help="include internal topics (__consumer_offsets)")
     listing.set_defaults(func=run_list)
+
+    elect = actions.add_parser(
+        "elect-leaders",
+        help="move partitions back to their preferred replica (kafka-leader-election --election-type PREFERRED)",
+    )
+    elect.add_argument("--topic", metavar="TOPIC", help="only this topic (default: every partition)")
+    elect.add_argument("--partition", type=int, metavar="N", help="only this partition of --topic")
+    elect.add_argument(
+        "--all-topic-partitions", action="store_true", help="every partition of every topic (the default)"
+    )
+    elect.set_defaults(func=run_elect_leaders)
 
     describe = actions.add_parser("describe", help="partitions (leader, offsets, size) and configs of topics")
     describe.add_argument("topics", nargs="*", metavar="TOPIC", help="default: every topic")
@@ -248,6 +262,30 @@ def run_describe(args: argparse.Namespace) -> int:
         else:
             print("\n\n".join(render_description(t) for t in described))
         return 0
+
+    return run_admin(args, operation)
+
+
+def run_elect_leaders(args: argparse.Namespace) -> int:
+    async def operation(admin: Admin) -> int:
+        if args.partition is not None and args.topic is None:
+            raise CommandError("--partition needs --topic")
+        chosen: list[TopicPartition] | None = None
+        if args.topic is not None:
+            chosen = [TopicPartition(args.topic, args.partition)] if args.partition is not None else \
+                await admin.partitions_of(args.topic)  # fmt: skip
+        outcome = await admin.elect_leaders(chosen, timeout=args.timeout)
+        rows = [
+            {"topic": tp.topic, "partition": tp.partition, "result": code.name}
+            for tp, code in sorted(outcome.items(), key=lambda item: (item[0].topic, item[0].partition))
+        ]
+        if args.output == "json":
+            print(to_json(rows))
+        else:
+            table = [(r["topic"], r["partition"], r["result"]) for r in rows]
+            print(render_table(("TOPIC", "PARTITION", "RESULT"), table))
+        failed = [c for c in outcome.values() if c not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)]
+        return 1 if failed else 0
 
     return run_admin(args, operation)
 
