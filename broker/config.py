@@ -217,6 +217,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "min.insync.replicas": ("replication.min_insync_replicas", _int),
     "default.replication.factor": ("replication.default_replication_factor", _int),
     "unclean.leader.election.enable": ("replication.unclean_leader_election", _bool),
+    "high.watermark.fsync": ("replication.high_watermark_fsync", _bool),
 }
 REQUIRED = ("id", "listen", "data-dir", "zookeeper")
 

@@ -54,6 +54,7 @@ class Partition:
     __slots__ = (
         "_hw_waiters",
         "_waiters",
+        "durable",
         "index",
         "leader",
         "leader_epoch",
@@ -75,6 +76,9 @@ class Partition:
         self.leader_state: LeaderState | None = None
         #: A follower must reconcile its log with the leader's (OffsetForLeaderEpoch) before fetching.
         self.needs_truncation = False
+        #: high.watermark.fsync: the leader's appends count for the high watermark once fsynced;
+        #: `durable(partition)` asks for that fsync (a group commit, see ReplicaManager).
+        self.durable: Callable[[Partition], None] | None = None
         self._waiters: set[trio.Event] = set()
         self._hw_waiters: set[trio.Event] = set()
 
@@ -85,6 +89,12 @@ class Partition:
     @property
     def replicated(self) -> bool:
         return len(self.replicas) > 1
+
+    @property
+    def durable_end(self) -> int:
+        """How much of this leader's log counts for its high watermark: all of it, or under
+        high.watermark.fsync only what is fsynced (the recovery point)."""
+        return self.log.recovery_point if self.durable is not None else self.log.log_end_offset
 
     # --- the roles
 
@@ -104,7 +114,7 @@ class Partition:
             high_watermark=plog.high_watermark,
             now_ms=now_ms,
         )
-        if self.leader_state.update_high_watermark(plog.log_end_offset):
+        if self.leader_state.update_high_watermark(self.durable_end):
             self.high_watermark_moved()
         log.info(
             "%s-%d: leader in epoch %d (ISR %s, log end %d, high watermark %d)",
@@ -136,7 +146,17 @@ class Partition:
 
     def leader_appended(self) -> None:
         state = self.leader_state
-        if state is not None and state.update_high_watermark(self.log.log_end_offset):
+        if state is None:
+            return
+        if self.durable is not None and self.replicated:
+            self.durable(self)  # the high watermark moves once the flush is done
+        elif state.update_high_watermark(self.log.log_end_offset):
+            self.high_watermark_moved()
+
+    def flushed(self) -> None:
+        """The log was fsynced: under high.watermark.fsync that may move the high watermark."""
+        state = self.leader_state
+        if state is not None and state.update_high_watermark(self.durable_end):
             self.high_watermark_moved()
 
     def high_watermark_moved(self) -> None:
@@ -186,9 +206,17 @@ class Partition:
 
 
 class PartitionManager:
-    def __init__(self, broker_id: int, logs: LogManager, registration_epoch: Callable[[], int] = lambda: -1) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        logs: LogManager,
+        registration_epoch: Callable[[], int] = lambda: -1,
+        durable: Callable[[Partition], None] | None = None,
+    ) -> None:
         self.broker_id = broker_id
         self.logs = logs
+        #: high.watermark.fsync: how a leader asks for its appends to be fsynced.
+        self.durable = durable
         #: This broker's epoch (the czxid of its registration), as the registry last saw it.
         self._registration_epoch = registration_epoch
         self._partitions: dict[tuple[str, int], Partition] = {}
@@ -226,6 +254,7 @@ class PartitionManager:
                 return ErrorCode.KAFKA_STORAGE_ERROR
             self._open_failures.pop((topic, index), None)
             partition = Partition(topic, index, partition_log, state)
+            partition.durable = self.durable
             self._partitions[topic, index] = partition
             kept = None if previous is None or previous.leader_epoch != state.leader_epoch else previous.leader_state
             if kept is not None:

@@ -14,7 +14,7 @@ from tributary.broker.group.service import GroupService
 from tributary.broker.group.storage import OffsetsLogStorage
 from tributary.broker.log.manager import LogManager
 from tributary.broker.metrics import BrokerMetrics
-from tributary.broker.partitions import PartitionManager
+from tributary.broker.partitions import Partition, PartitionManager
 from tributary.broker.replication.manager import ReplicaManager
 from tributary.broker.request_budget import RequestBudget
 from tributary.protocol.messages import ApiVersionsResponse
@@ -51,7 +51,13 @@ class Broker:
         self.metrics = metrics if metrics is not None else BrokerMetrics()
         self.registry = registry
         self.logs = logs
-        self.partitions = PartitionManager(config.broker_id, logs, self._registration_epoch)
+        fsync = config.replication.high_watermark_fsync
+        self.partitions = PartitionManager(
+            config.broker_id,
+            logs,
+            self._registration_epoch,
+            durable=self._request_flush if fsync else None,
+        )
         self.replicas = ReplicaManager(
             config.broker_id, self.partitions, registry, config.replication, self.metrics.isr_changed
         )
@@ -69,6 +75,10 @@ class Broker:
         self.api_versions = api_versions
         # Request bytes read but not yet answered, shared by every connection.
         self.request_budget = RequestBudget(config.queued_max_request_bytes)
+
+    def _request_flush(self, partition: Partition) -> None:
+        # Resolved at call time: the replica manager is made after the partition manager.
+        self.replicas.request_flush(partition)
 
     def _registration_epoch(self) -> int:
         me = self.registry.snapshot.brokers.get(self.config.broker_id)

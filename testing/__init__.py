@@ -19,7 +19,14 @@ docs/testing.md shows a user's test file. Nothing in the product imports this pa
 
 from tributary.testing.cluster import BrokerProcess, Cluster, start_cluster, wait_for_leaders
 from tributary.testing.fault_proxy import FaultyProxy, LinkMode, ProxyThread
-from tributary.testing.history import History, Verdict, produce_sequence, read_partitions, sequence_value
+from tributary.testing.history import (
+    History,
+    Verdict,
+    produce_sequence,
+    read_partitions,
+    sequence_value,
+    wait_until_served,
+)
 from tributary.testing.polling import eventually
 from tributary.testing.zookeeper import LocalZooKeeper, new_chroot
 
@@ -36,6 +43,7 @@ __all__ = [
     "new_chroot",
     "produce_sequence",
     "read_partitions",
+    "wait_until_served",
     "sequence_value",
     "start_cluster",
     "wait_for_leaders",

@@ -12,6 +12,7 @@ client (confluent-kafka, kafka-python) records its delivery reports in a :class:
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -148,6 +149,26 @@ async def produce_sequence(
             history.fail(sequence, repr(exc))
         else:
             history.acknowledge(sequence, metadata.partition, metadata.offset)
+
+
+def wait_until_served(bootstrap: str, topic: str, history: History, timeout: float = 30.0) -> None:
+    """Until every partition's high watermark has passed the records acknowledged in it, or
+    `timeout`. After a leader change the new leader's high watermark catches up only as its
+    followers fetch; a read before that misses acknowledged records that are not lost. (A
+    record really lost stays missing: the check that follows names it.)"""
+    ends: dict[int, int] = {}
+    for partition, offset in history.acknowledged.values():
+        ends[partition] = max(ends.get(partition, 0), offset + 1)
+    deadline = time.monotonic() + timeout
+    with BlockingFetcher(bootstrap) as fetcher:
+        while time.monotonic() < deadline:
+            try:
+                bounds = fetcher.offset_bounds(topic, sorted(ends))
+            except KafkaError:
+                bounds = {}
+            if bounds and all(bounds[p][1] >= end for p, end in ends.items()):
+                return
+            time.sleep(0.1)
 
 
 def read_partitions(bootstrap: str, topic: str) -> dict[int, list[tuple[int, bytes | None]]]:

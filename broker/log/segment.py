@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from tributary.broker.log import fsync_journal
 from tributary.broker.log.errors import CorruptLogError
 from tributary.broker.log.files import OPEN_FLAGS, unlink_quietly, write_all
 from tributary.broker.log.index import OffsetIndex, TimeIndex
@@ -458,9 +459,11 @@ class Segment:
         self.load_tail()
 
     def fsync(self) -> None:
+        size = os.fstat(self._fd).st_size if fsync_journal.enabled() else 0
         os.fsync(self._fd)
         self.index.fsync()
         self.time_index.fsync()
+        fsync_journal.record(self.log_path, size)
 
     def try_pin(self) -> bool:
         """Keeps the descriptors open until :meth:`unpin`; False if already closed."""

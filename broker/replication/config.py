@@ -25,6 +25,11 @@ class ReplicationConfig:
     min_insync_replicas: int = 1
     #: default.replication.factor: auto-created topics, and CreateTopics asking for -1.
     default_replication_factor: int = 1
+    #: high.watermark.fsync (Tributary's own): the high watermark of a replicated partition
+    #: counts only what every in-sync replica has fsynced, so an acknowledged record survives
+    #: all of them losing power at once. Followers fsync each fetch's batches before their next
+    #: fetch, the leader its appends in group commits: one fsync covers every batch meanwhile.
+    high_watermark_fsync: bool = False
     #: unclean.leader.election.enable: only false is supported (a replica outside the ISR
     #: never leads, so nothing acknowledged is given up for availability).
     unclean_leader_election: bool = False

@@ -20,6 +20,7 @@ leadership: the replica manager starts and stops fetchers as the snapshot change
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +28,7 @@ from collections.abc import Callable, Sequence
 import trio
 
 from tributary.broker.cluster.model import ClusterSnapshot
-from tributary.broker.log.errors import LogError
+from tributary.broker.log.errors import LogClosedError, LogError, StorageError
 from tributary.broker.partitions import Partition
 from tributary.broker.replication.channel import BrokerChannel, ChannelError
 from tributary.broker.replication.config import ReplicationConfig
@@ -251,7 +252,7 @@ class Fetcher:
             log.info("fetcher %d -> %d: fetch failed: %s", self.broker_id, self.leader_id,
                      ErrorCode(response.error_code).name)  # fmt: skip
             return False
-        progressed = False
+        appended: list[Partition] = []
         for topic in response.responses:
             for data in topic.partitions:
                 found = sent.get((topic.topic, data.partition_index))
@@ -260,7 +261,16 @@ class Fetcher:
                 p, epoch, offset = found
                 if p.leader_epoch != epoch or p.is_leader or p.log.closed or p.log.log_end_offset != offset:
                     continue  # the role or the log changed while the fetch was out
-                progressed |= self._apply(p, data)
+                if self._apply(p, data):
+                    appended.append(p)
+        if config.high_watermark_fsync:
+            # The next fetch offset tells the leader "I hold everything below": under
+            # high.watermark.fsync that must mean "on disk", so fsync first (once per
+            # partition per fetch, however many batches it brought).
+            for p in appended:
+                with contextlib.suppress(StorageError, LogClosedError):
+                    await trio.to_thread.run_sync(p.log.flush)
+        progressed = bool(appended)
         if progressed and self._on_progress is not None:
             self._on_progress()
         return True

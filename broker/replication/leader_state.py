@@ -89,16 +89,21 @@ class LeaderState:
             return self.isr
         return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
 
-    def follower_fetched(self, replica: int, fetch_offset: int, leader_leo: int, now_ms: int) -> bool:
-        """Record a follower's fetch; True when the high watermark moved."""
+    def follower_fetched(
+        self, replica: int, fetch_offset: int, leader_leo: int, now_ms: int, leader_durable: int | None = None
+    ) -> bool:
+        """Record a follower's fetch; True when the high watermark moved. `leader_durable`: what
+        of the leader's own log counts for the high watermark, when not all of it (only what it
+        has fsynced, under high.watermark.fsync)."""
         progress = self.followers.get(replica)
         if progress is None:
             return False
         progress.fetched(fetch_offset, leader_leo, now_ms)
-        return self.update_high_watermark(leader_leo)
+        return self.update_high_watermark(leader_leo if leader_durable is None else leader_durable)
 
     def update_high_watermark(self, leader_leo: int) -> bool:
-        """Advance the high watermark to the smallest log end in the (maximal) ISR; True if it moved."""
+        """Advance the high watermark to the smallest log end in the (maximal) ISR (the leader's
+        counting as `leader_leo`); True if it moved."""
         ends = [leader_leo]
         for replica in self.maximal_isr:
             if replica == self.leader:

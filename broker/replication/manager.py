@@ -23,6 +23,7 @@ import trio
 from tributary.broker.cluster.errors import ClusterError
 from tributary.broker.cluster.model import NO_LEADER
 from tributary.broker.cluster.registry import ClusterRegistry
+from tributary.broker.log.errors import StorageError
 from tributary.broker.partitions import Partition, PartitionManager
 from tributary.broker.replication.config import ReplicationConfig
 from tributary.broker.replication.fetcher import Fetcher
@@ -50,12 +51,17 @@ class ReplicaManager:
         self._on_isr_change = on_isr_change
         self._fetchers: dict[int, trio.CancelScope] = {}
         self._poked = trio.Event()
+        # high.watermark.fsync: leaders waiting for an fsync of their appends (group commit).
+        self._to_flush: set[Partition] = set()
+        self._flush_wanted = trio.Event()
 
     # --- running
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._isr_upkeep)
+            if self._config.high_watermark_fsync:
+                nursery.start_soon(self._group_commit)
             task_status.started()
             async for snapshot in self._registry.snapshots():
                 self._partitions.sync(snapshot)
@@ -104,13 +110,35 @@ class ReplicaManager:
 
     # --- leaders
 
+    def request_flush(self, partition: Partition) -> None:
+        """high.watermark.fsync: fsync this leader's appends soon; its high watermark follows."""
+        self._to_flush.add(partition)
+        self._flush_wanted.set()
+
+    async def _group_commit(self) -> None:
+        """One fsync per partition per round covers every append made while the round before
+        was flushing: the cost of durable acknowledgements grows with rounds, not batches."""
+        while True:
+            await self._flush_wanted.wait()
+            self._flush_wanted = trio.Event()
+            batch, self._to_flush = self._to_flush, set()
+            for partition in batch:
+                if partition.log.closed:
+                    continue
+                try:
+                    await trio.to_thread.run_sync(partition.log.flush)
+                except StorageError:
+                    continue  # the log reports it; the high watermark waits for a flush that works
+                partition.flushed()
+
     def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
         """A follower's Fetch reached this leader: note its log end (it has everything below
         `fetch_offset`), advance the high watermark, and look at the ISR if it may join."""
         state = partition.leader_state
         if state is None:
             return
-        if state.follower_fetched(replica_id, fetch_offset, partition.log.log_end_offset, _now_ms()):
+        durable = partition.durable_end if partition.durable is not None else None
+        if state.follower_fetched(replica_id, fetch_offset, partition.log.log_end_offset, _now_ms(), durable):
             partition.high_watermark_moved()
         if replica_id not in state.isr and state.pending_isr is None and fetch_offset >= state.high_watermark:
             self.poke()

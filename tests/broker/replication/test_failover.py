@@ -24,7 +24,7 @@ from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import FetchRequest, MetadataRequest, OffsetForLeaderEpochRequest
 from tributary.testing.cluster import METADATA_VERSION, BrokerProcess, Cluster
-from tributary.testing.history import History, read_partitions, sequence_of
+from tributary.testing.history import History, read_partitions, sequence_of, wait_until_served
 from tributary.testing.wire import request
 
 SESSION_TIMEOUT_MS = 4_000
@@ -213,6 +213,7 @@ def test_killing_leaders_loses_no_acknowledged_record(cluster: Cluster) -> None:
         thread.join()
     assert producer.flush(60) == 0
     print("kill -9 to new leader (s):", ", ".join(f"{t:.1f}" for t in failovers))
+    wait_until_served(cluster.bootstrap, topic, history)
     verdict = history.check(read_partitions(cluster.bootstrap, topic))
     print(verdict)
     assert verdict.ok, verdict
@@ -294,6 +295,7 @@ def test_controlled_shutdown_costs_producers_nothing_and_leaders_come_back(clust
             took = wait_for(lambda: preferred_lead(cluster, topic), 15, "preferred leaders back")
             print(f"broker {broker.broker_id}: preferred leadership back {took:.1f} s after it rejoined")
             wait_for(lambda n=led_before: producer.acknowledged() > n + 100, 15, "producer progress")  # type: ignore[misc]
+    wait_until_served(cluster.bootstrap, topic, producer.history)
     verdict = producer.history.check(read_partitions(cluster.bootstrap, topic))
     print(verdict)
     assert verdict.ok, verdict

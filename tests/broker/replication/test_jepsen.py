@@ -39,7 +39,7 @@ from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.protocol.messages import MetadataRequest
 from tributary.testing.cluster import METADATA_VERSION, Cluster
 from tributary.testing.fault_proxy import ProxyThread
-from tributary.testing.history import History, read_partitions, sequence_of
+from tributary.testing.history import History, read_partitions, sequence_of, wait_until_served
 from tributary.testing.wire import request
 
 TOPIC = "jepsen"
@@ -225,6 +225,8 @@ def test_seeded_faults_lose_nothing_acknowledged(proxied: Proxied, long_run: boo
     print(f"seed {SEED}, {faults} faults:")
     print("\n".join(schedule))
     assert not load.errors, load.errors
+    for history in load.histories:
+        wait_until_served(cluster.bootstrap, TOPIC, history)
     final = read_partitions(cluster.bootstrap, TOPIC)
     at = {(p, offset): value for p, records in final.items() for offset, value in records}
     for index, history in enumerate(load.histories):
