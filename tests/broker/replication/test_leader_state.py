@@ -110,3 +110,13 @@ def test_lag_is_counted_from_the_leaders_log_end() -> None:
     state = leader(isr=(1, 2))
     state.follower_fetched(2, 7, leader_leo=10, now_ms=0)
     assert state.follower_lag(10) == {2: 3, 3: 10}
+
+
+def test_under_high_watermark_fsync_the_leader_counts_only_what_it_fsynced() -> None:
+    state = leader(isr=(1, 2))
+    # The follower fetched at 50 (it fsyncs before fetching, so it holds 0..50 on disk); the
+    # leader has 60 in its log but only 40 fsynced.
+    assert state.follower_fetched(2, 50, leader_leo=60, now_ms=1, leader_durable=40)
+    assert state.high_watermark == 40
+    assert state.update_high_watermark(60)  # its group commit reached 60
+    assert state.high_watermark == 50
