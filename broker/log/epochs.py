@@ -61,9 +61,19 @@ class LeaderEpochCache:
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Note that `epoch` starts at `start_offset`. An epoch not newer than the latest changes
-        nothing (every batch of an epoch calls this; only its first counts). Entries at or after
+        nothing (every batch of an epoch calls this; only its first counts), except that newer
+        entries starting at or after `start_offset` are empty and go. Entries at or after
         `start_offset` belong to a log that was since cut, and go (Kafka does the same)."""
-        if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
+        if epoch < 0:
+            return
+        # A newer epoch that starts at or after this batch never wrote anything here (a leader
+        # took over and stepped down before appending): as a follower now receives an older
+        # epoch's data at that offset, the empty entry goes, or it would claim that data.
+        while self._epochs and epoch < self._epochs[-1] and self._starts[-1] >= start_offset:
+            self._epochs.pop()
+            self._starts.pop()
+            self.dirty = True
+        if self._epochs and epoch <= self._epochs[-1]:
             return
         while self._starts and self._starts[-1] >= start_offset:
             self._epochs.pop()

@@ -155,3 +155,13 @@ def test_epoch_cache_rules() -> None:
     assert cache.end_offset_for(1, 30) == (1, 12)
     cache.truncate_from_end(15)
     assert cache.entries == [(2, 12)]
+
+
+def test_an_empty_epoch_does_not_claim_an_older_epochs_data_copied_after_it() -> None:
+    # This replica led epoch 5 from offset 100 but wrote nothing, then follows a leader whose
+    # log holds epoch-4 data from 100 on (written by the epoch-4 leader, which it never got).
+    cache = LeaderEpochCache(None, [(2, 0), (4, 60)])
+    cache.assign(5, 100)
+    cache.assign(4, 100)
+    assert cache.entries == [(2, 0), (4, 60)]
+    assert cache.end_offset_for(4, 130) == (4, 130)
