@@ -285,7 +285,10 @@ class PartitionManager:
             partition.become_follower(state)
 
     def _stale(self, state: PartitionState) -> bool:
-        return self._registration_epoch() > state.zxid >= 0
+        """Made leader before this broker last started, with followers whose logs may now be
+        ahead of ours: leading on in the same epoch would hide that from them. (A partition of
+        one replica has no one to mislead: it leads at once, the controller's epoch bump follows.)"""
+        return len(state.replicas) > 1 and self._registration_epoch() > state.zxid >= 0
 
     def lookup(self, snapshot: ClusterSnapshot, topic: str, index: int) -> Partition | ErrorCode:
         """The partition if this broker leads it: what client requests may act on."""
