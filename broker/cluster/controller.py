@@ -44,6 +44,7 @@ from tributary.broker.cluster.session import (
     ZkSession,
 )
 from tributary.broker.cluster.znodes import (
+    CONTROLLED_SHUTDOWN_DONE,
     CreateTopicRequest,
     LeaderAndIsr,
     decode_controller_epoch,
@@ -343,6 +344,8 @@ class Controller:
                 departing = await session.children(zk_paths.ADMIN_CONTROLLED_SHUTDOWN, watch=self._admin_watch)
                 shutting_down = frozenset(int(c) for c in departing if c.isdigit())
                 clean &= await self._reconcile_leaders(epoch, shutting_down)
+                if clean and shutting_down:
+                    await self._confirm_shutdowns(epoch, shutting_down)
                 clean &= await self._preferred_elections(epoch)
                 if self._balance.enabled and trio.current_time() >= next_balance:
                     clean &= await self._rebalance_leaders(epoch)
@@ -601,6 +604,26 @@ class Controller:
         if ops:
             logger.info("updated leadership of %d partitions (live brokers %s)", len(ops), sorted(live))
         return clean
+
+    async def _confirm_shutdowns(self, epoch: ControllerEpoch, shutting_down: frozenset[int]) -> None:
+        """Tell each departing broker that has nothing left to hand over (as far as the snapshot
+        shows) that it may go: it waits for that word in its controlled-shutdown node."""
+        snapshot = self._snapshot()
+        live = snapshot.live_broker_ids
+        busy = set()
+        for topic in snapshot.topics.values():
+            for state in topic.partitions.values():
+                if state.leader in shutting_down:
+                    seen = LeaderAndIsr(state.leader, state.leader_epoch, state.isr, epoch.epoch)
+                    if elect_leader(seen, state.replicas, live, epoch.epoch, shutting_down) is not None:
+                        busy.add(state.leader)
+        for broker in sorted(shutting_down - busy):
+            path = zk_paths.controlled_shutdown(broker)
+            node = await self._session.get_or_none(path)
+            if node is not None and node[0] != CONTROLLED_SHUTDOWN_DONE:
+                with contextlib.suppress(NoNodeError, BadVersionError):
+                    await self._session.set(path, CONTROLLED_SHUTDOWN_DONE, version=node[1].version)
+                logger.info("broker %d may shut down: its leaderships have moved", broker)
 
     async def _elect_preferred(self, epoch: ControllerEpoch, partitions: Collection[tuple[str, int]]) -> bool:
         """Move each partition's leadership to its preferred replica where that is possible."""

@@ -59,6 +59,7 @@ from tributary.broker.cluster.session import (
     ZkSession,
 )
 from tributary.broker.cluster.znodes import (
+    CONTROLLED_SHUTDOWN_DONE,
     CreatePartitionsRequest,
     CreateTopicRequest,
     LeaderAndIsr,
@@ -84,7 +85,7 @@ logger = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 # Beyond the session timeout, how long a starting broker waits for a stale registration of its id.
-REGISTRATION_WAIT_MARGIN = 5.0
+REGISTRATION_WAIT_MARGIN = 2.0
 _SHUTDOWN_ERRORS: tuple[type[Exception], ...] = (*CONNECTION_ERRORS, TransactionFailedError, RegistryNotRunningError)
 MAX_PRODUCER_ID = 2**63 - 1
 
@@ -722,33 +723,33 @@ class ClusterRegistry:
         """Hand this broker's leaderships to other in-sync replicas before it stops.
 
         Announces the shutdown (an ephemeral `/admin/controlled_shutdown/<id>`, gone with the
-        session) and waits until the snapshot shows this broker leading only partitions that have
-        no other live in-sync replica. True when it got there within `timeout`.
+        session) and waits until the controller marks it done (the node's data becomes
+        CONTROLLED_SHUTDOWN_DONE): every leadership another in-sync replica that is not shutting
+        down too could take has moved. True when that happened within `timeout`.
         """
         session = self._require_session()
         path = zk_paths.controlled_shutdown(self.broker_id)
-        try:
-            with _zookeeper_errors("announcing a controlled shutdown"):
-                await session.ensure_path(zk_paths.ADMIN_CONTROLLED_SHUTDOWN)
-                with contextlib.suppress(NodeExistsError):
-                    await session.create(path, b"", ephemeral=True)
-        except ClusterError as exc:
-            logger.warning("controlled shutdown not possible: %s", exc)
-            return False
+        with trio.move_on_after(timeout):
+            try:
+                with _zookeeper_errors("a controlled shutdown"):
+                    await session.ensure_path(zk_paths.ADMIN_CONTROLLED_SHUTDOWN)
+                    with contextlib.suppress(NodeExistsError):
+                        await session.create(path, b"", ephemeral=True)
+                    while True:
+                        fired = trio.Event()
 
-        def handed_over(snapshot: ClusterSnapshot) -> bool:
-            live = snapshot.live_broker_ids
-            return not any(
-                state.leader == self.broker_id and any(r != self.broker_id and r in live for r in state.isr)
-                for topic in snapshot.topics.values()
-                for state in topic.partitions.values()
-            )
+                        def on_change(_path: str, fired: trio.Event = fired) -> None:
+                            fired.set()
+                            self._notifier.notify()
 
-        try:
-            await self.wait_for(handed_over, timeout)
-        except TimeoutError:
-            return False
-        return True
+                        node = await session.get_or_none(path, watch=session.watcher(on_change))
+                        if node is None or node[0] == CONTROLLED_SHUTDOWN_DONE:
+                            return node is not None
+                        await self._notifier.wait_until(fired.is_set)
+            except ClusterError as exc:
+                logger.warning("controlled shutdown not possible: %s", exc)
+                return False
+        return False
 
     async def elect_preferred_leaders(
         self, partitions: list[tuple[str, int]], timeout: float

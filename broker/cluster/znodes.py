@@ -26,6 +26,11 @@ CREATE_REQUEST_VERSION = 1
 CREATE_PARTITIONS_REQUEST_VERSION = 1
 
 
+#: What the controller writes into /admin/controlled_shutdown/<id> once it moved every leadership
+#: of that broker that another in-sync replica (not shutting down as well) can take.
+CONTROLLED_SHUTDOWN_DONE = b"done"
+
+
 class MalformedZnodeError(ValueError):
     """A znode's payload is not in the expected shape."""
 
