@@ -729,6 +729,10 @@ class ClusterRegistry:
         """
         session = self._require_session()
         path = zk_paths.controlled_shutdown(self.broker_id)
+        if not session.connected:
+            # No controller can move anything without ZooKeeper: waiting would only delay the stop.
+            logger.warning("controlled shutdown skipped: ZooKeeper is not connected")
+            return False
         with trio.move_on_after(timeout):
             try:
                 with _zookeeper_errors("a controlled shutdown"):
@@ -745,7 +749,14 @@ class ClusterRegistry:
                         node = await session.get_or_none(path, watch=session.watcher(on_change))
                         if node is None or node[0] == CONTROLLED_SHUTDOWN_DONE:
                             return node is not None
-                        await self._notifier.wait_until(fired.is_set)
+
+                        def changed(fired: trio.Event = fired) -> bool:
+                            return fired.is_set() or not session.connected
+
+                        await self._notifier.wait_until(changed)
+                        if not session.connected:
+                            logger.warning("controlled shutdown given up: ZooKeeper connection lost")
+                            return False
             except ClusterError as exc:
                 logger.warning("controlled shutdown not possible: %s", exc)
                 return False
