@@ -3,9 +3,11 @@
 - :func:`copyable` yields the fetched batches to copy: those a committed-only
   reader sees (the rule lives with the client's raw batches), from the
   mirror's position on.
-- :func:`for_target` turns a source batch into the bytes produced: unchanged,
-  unless it came from an idempotent or transactional producer, whose fields
-  are cleared and the CRC recomputed (the records stay compressed, untouched).
+- :func:`for_target` turns a source batch into the bytes produced: the
+  source's producer fields are replaced by the mirror's own producer id, epoch
+  and sequence (:class:`Stamp`) and the CRC recomputed (the records stay
+  compressed, untouched). Without a stamp the source's producer fields are
+  cleared, and a plain batch is passed on as it is.
 - :func:`same_batch` tells whether an aggregate batch is the copy of a source
   batch, which is how recovery recognises what is already in the aggregate.
 """
@@ -13,14 +15,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from tributary.client.raw.batches import RawBatches
 from tributary.protocol.records import (
     HEADER_SIZE,
     NO_PRODUCER_ID,
     BatchHeader,
+    attach_producer,
     detach_producer,
 )
+
+
+class Stamp(NamedTuple):
+    """The mirror's idempotent producer fields for one batch it produces."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
 
 
 def copyable(fetched: RawBatches, start: int) -> Iterator[tuple[BatchHeader, bytes]]:
@@ -32,9 +44,14 @@ def copyable(fetched: RawBatches, start: int) -> Iterator[tuple[BatchHeader, byt
             yield header, data
 
 
-def for_target(header: BatchHeader, data: bytes) -> bytes:
-    """The bytes to produce for a source batch (``header`` is its parsed header): the same
-    object unless producer fields must go (a plain batch, the common case, is not copied)."""
+def for_target(header: BatchHeader, data: bytes, stamp: Stamp | None = None) -> bytes:
+    """The bytes to produce for a source batch (``header`` is its parsed header): stamped
+    with the mirror's producer fields, or without ``stamp`` with the source's cleared (the
+    same object then for a plain batch)."""
+    if stamp is not None:
+        stamped = bytearray(data)
+        attach_producer(stamped, 0, *stamp)
+        return bytes(stamped)
     if header.producer_id == NO_PRODUCER_ID and not header.is_transactional:
         return data
     buf = bytearray(data)
@@ -56,4 +73,4 @@ def same_batch(aggregate: BatchHeader, aggregate_data: bytes, source: BatchHeade
     )
 
 
-__all__ = ["copyable", "for_target", "same_batch"]
+__all__ = ["Stamp", "copyable", "for_target", "same_batch"]

@@ -6,11 +6,17 @@ aggregate topic, one at a time and with acks=all, so the aggregate holds the
 batches in source order. After each acknowledgement it advances ``copied``
 (the pair of positions a checkpoint records) and records the translation entry.
 
-A produce that fails leaves the outcome unknown (the batch may or may not
-have been appended), so the copier never simply retries it: it discards what
-was fetched ahead, reconciles from the last acknowledged position
-(:func:`mirror.recovery.reconcile`) with backoff until both sides answer, and
-resumes from there.
+A produce that fails for a reason that may pass (a lost connection, a leader
+that moved, a timeout) leaves the outcome unknown: the batch may have been
+appended, and under replication it may even become committed later, on the
+old leader or on the new one. So each batch carries the copier's own
+idempotent producer id and sequence (a fresh id after every recovery), and
+the same bytes are sent again until acknowledged: a leader that holds the
+batch answers with the offsets it got the first time, as it does for any
+idempotent producer. A final error (the aggregate refused the batch) instead
+discards what was fetched ahead, reconciles from the last acknowledged
+position (:func:`mirror.recovery.reconcile`) with backoff until both sides
+answer, and resumes from there.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ from dataclasses import dataclass, field
 import trio
 
 from tributary.client.errors import KafkaConnectionError, KafkaError
-from tributary.client.raw.batches import RawBatches
+from tributary.client.producer.idempotence import SEQUENCE_MODULUS, init_producer_id
+from tributary.client.raw.batches import ProduceResult, RawBatches
 from tributary.client.wire.metadata import TopicPartition
-from tributary.mirror.batches import copyable, for_target
+from tributary.mirror.batches import Stamp, copyable, for_target
 from tributary.mirror.checkpoint import Checkpoint
 from tributary.mirror.context import MirrorContext
 from tributary.mirror.offset_map import MappingEntry
@@ -68,7 +75,8 @@ class PartitionState:
     #: maxTimestamp (ms) of the newest copied batch.
     last_timestamp_ms: int = -1
     stopping: bool = False
-    #: While the copier waits for the group to count this instance in again.
+    #: While the copier waits (for the group to count this instance in again, or before
+    #: sending a batch again): stop() cancels it.
     membership_wait: trio.CancelScope | None = None
     done: trio.Event = field(default_factory=trio.Event)
 
@@ -110,6 +118,8 @@ class PartitionCopier:
         self.ctx = ctx
         self.state = state
         self.alias = ctx.config.source_alias
+        #: The idempotent producer fields of the next batch (a new producer id per recovery).
+        self.stamp = Stamp(-1, -1, 0)
 
     # --- start: where to resume -----------------------------------------------------------------
 
@@ -152,6 +162,10 @@ class PartitionCopier:
                     source=ctx.source_raw, target=ctx.target_raw, target_admin=ctx.target_admin,
                     source_tp=state.source, target_tp=state.target, checkpoint=start, matched=self._rerecord,
                 )  # fmt: skip
+                # What was sent under the previous producer id is settled by now (found in the
+                # aggregate, or not there): the batches from here on are numbered afresh.
+                producer_id, epoch = await init_producer_id(ctx.target, timeout=ctx.target.config.request_timeout)
+                self.stamp = Stamp(producer_id, epoch, 0)
             except KafkaError as exc:
                 ctx.metrics.error("recover")
                 log.warning("event=recover_retry source=%s error=%r backoff_s=%.1f", state.source, str(exc), backoff)
@@ -210,19 +224,16 @@ class PartitionCopier:
         for header, data in copyable(fetched, state.copied.source):
             if state.stopping:
                 break
-            with trio.CancelScope() as state.membership_wait:
-                # (cancelled by stop(): nothing is in flight while waiting here)
-                await ctx.wait_for_membership()
-            state.membership_wait = None
-            if state.stopping:
-                break
-            payload = for_target(header, data)
-            try:
-                result = await ctx.producer.produce(state.target, payload)
-            except KafkaError as exc:
+            payload = for_target(header, data, self.stamp)
+            result = await self._produce(payload)
+            if result is None:
                 await self._record(run)
-                await self._produce_failed(exc)
+                if not state.stopping:
+                    assert state.copied is not None
+                    await self.recover(state.copied)
                 return
+            sequence = (self.stamp.base_sequence + header.last_offset_delta + 1) % SEQUENCE_MODULUS
+            self.stamp = self.stamp._replace(base_sequence=sequence)
             if result.base_offset != state.copied.aggregate:
                 # Someone else appended to the aggregate partition: the copy is still exact
                 # (translation uses the real offset), but it is worth an operator's look.
@@ -254,14 +265,32 @@ class PartitionCopier:
             await self.ctx.mapping.add(run)
         self.state.recorded = self.state.copied
 
-    async def _produce_failed(self, error: KafkaError) -> None:
+    async def _produce(self, payload: bytes) -> ProduceResult | None:
+        """Append one stamped batch, sending the same bytes again after a failure that may
+        pass. None when the partition stops first, or on a final error (then reconcile)."""
         ctx, state = self.ctx, self.state
-        ctx.metrics.error("produce")
-        if isinstance(error, KafkaConnectionError):
-            ctx.target_link.down(error)
-        log.warning("event=produce_failed target=%s error=%r (reconciling)", state.target, str(error))
-        assert state.copied is not None
-        await self.recover(state.copied)
+        backoff = ctx.target.config.retry_backoff
+        while not state.stopping:
+            with trio.CancelScope() as state.membership_wait:
+                # (cancelled by stop(): nothing is in flight while waiting here)
+                await ctx.wait_for_membership()
+            if state.stopping:
+                break
+            try:
+                return await ctx.producer.produce(state.target, payload)
+            except KafkaError as exc:
+                ctx.metrics.error("produce")
+                if isinstance(exc, KafkaConnectionError):
+                    ctx.target_link.down(exc)
+                if not exc.retriable:
+                    log.warning("event=produce_failed target=%s error=%r (reconciling)", state.target, str(exc))
+                    return None
+                log.warning("event=produce_retry target=%s error=%r backoff_s=%.1f", state.target, str(exc), backoff)
+            with trio.CancelScope() as state.membership_wait:
+                await trio.sleep(backoff)
+            backoff = min(backoff * 2, ctx.config.reconnect_backoff_max_ms / 1000)
+        state.membership_wait = None
+        return None
 
     def update_lag(self) -> None:
         state = self.state

@@ -46,8 +46,9 @@ def sequence_of(value: bytes | None) -> int | None:
 class Verdict:
     """What :meth:`History.check` found; empty lists mean the history holds."""
 
-    #: ``(sequence, partition, offset)`` acknowledged there but not served there.
-    lost: list[tuple[int, int, int]] = field(default_factory=list)
+    #: ``(sequence, partition, offset)`` acknowledged there but not served there (offset None:
+    #: acknowledged without an offset, and not served anywhere in that partition).
+    lost: list[tuple[int, int, int | None]] = field(default_factory=list)
     #: ``(sequence, times served)`` for records served more than once.
     duplicated: list[tuple[int, int]] = field(default_factory=list)
     #: ``(partition, offset, sequence, previous sequence)`` where a partition goes backwards.
@@ -80,8 +81,11 @@ class History:
 
     def __init__(self) -> None:
         self.sent = 0
-        #: sequence -> (partition, offset) as the cluster acknowledged it.
-        self.acknowledged: dict[int, tuple[int, int]] = {}
+        #: sequence -> (partition, offset) as the cluster acknowledged it. The offset is None when
+        #: the producer learned of the write only from a later record's acknowledgement:
+        #: librdkafka's idempotent producer then reports the record persisted, offset unknown
+        #: (a broker accepts a sequence only after the one before it).
+        self.acknowledged: dict[int, tuple[int, int | None]] = {}
         #: sequence -> why it failed.
         self.failed: dict[int, str] = {}
 
@@ -91,7 +95,7 @@ class History:
         self.sent += 1
         return sequence, sequence_value(sequence)
 
-    def acknowledge(self, sequence: int, partition: int, offset: int) -> None:
+    def acknowledge(self, sequence: int, partition: int, offset: int | None) -> None:
         self.acknowledged[sequence] = (partition, offset)
 
     def fail(self, sequence: int, reason: str) -> None:
@@ -105,6 +109,7 @@ class History:
     def check(self, served: Served) -> Verdict:
         """Compare with everything the cluster serves now (:func:`read_partitions`)."""
         at: dict[tuple[int, int], int | None] = {}
+        found_in: dict[int, set[int]] = {}
         counts: Counter[int] = Counter()
         out_of_order = []
         for partition, records in served.items():
@@ -115,13 +120,18 @@ class History:
                 if sequence is None:
                     continue
                 counts[sequence] += 1
+                found_in.setdefault(sequence, set()).add(partition)
                 if previous is not None and sequence < previous:
                     out_of_order.append((partition, offset, sequence, previous))
                 previous = sequence if previous is None else max(previous, sequence)
         lost = sorted(
             (sequence, partition, offset)
             for sequence, (partition, offset) in self.acknowledged.items()
-            if at.get((partition, offset)) != sequence
+            if (
+                at.get((partition, offset)) != sequence
+                if offset is not None
+                else partition not in found_in.get(sequence, ())
+            )
         )
         return Verdict(
             lost=lost,
@@ -158,7 +168,8 @@ def wait_until_served(bootstrap: str, topic: str, history: History, timeout: flo
     record really lost stays missing: the check that follows names it.)"""
     ends: dict[int, int] = {}
     for partition, offset in history.acknowledged.values():
-        ends[partition] = max(ends.get(partition, 0), offset + 1)
+        if offset is not None:
+            ends[partition] = max(ends.get(partition, 0), offset + 1)
     deadline = time.monotonic() + timeout
     with BlockingFetcher(bootstrap) as fetcher:
         while time.monotonic() < deadline:

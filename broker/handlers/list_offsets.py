@@ -1,4 +1,14 @@
-"""ListOffsets: earliest, latest, or the first offset at or after a timestamp."""
+"""ListOffsets: earliest, latest, or the first offset at or after a timestamp.
+
+A leader elected a moment ago may not know its high watermark yet: its log can hold batches,
+appended under the previous leader, that every in-sync replica has and that are therefore
+committed, while its high watermark still lags behind them until the followers fetch. A consumer
+asking for the end then would be told an offset that is about to move past data already there,
+and a writer reconciling against the end (the mirror) would write that data again. So, as Kafka
+does, a consumer's ListOffsets gets OFFSET_NOT_AVAILABLE (retriable) until the high watermark has
+reached the log end the leader had when its epoch began (LEADER_NOT_AVAILABLE before v5, which
+predates that error).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +20,10 @@ from tributary.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+#: The replica id of a consumer (anything else is a broker or a debugging tool).
+CONSUMER_REPLICA_ID = -1
+#: The first ListOffsets version that knows OFFSET_NOT_AVAILABLE (KIP-207).
+OFFSET_NOT_AVAILABLE_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -29,6 +43,18 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 out.error_code = code
                 continue
             plog = target.log
+            state = target.leader_state
+            if (
+                request.replica_id == CONSUMER_REPLICA_ID
+                and state is not None
+                and plog.high_watermark < state.epoch_start_offset
+            ):
+                out.error_code = (
+                    ErrorCode.OFFSET_NOT_AVAILABLE
+                    if ctx.api_version >= OFFSET_NOT_AVAILABLE_VERSION
+                    else ErrorCode.LEADER_NOT_AVAILABLE
+                )
+                continue
             out.leader_epoch = target.leader_epoch
             if req.timestamp == LATEST:
                 out.offset = plog.visible_end_offset()

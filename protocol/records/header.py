@@ -235,6 +235,18 @@ def detach_producer(buf: bytearray | memoryview, pos: int = 0) -> bool:
     return True
 
 
+def attach_producer(
+    buf: bytearray | memoryview, pos: int, producer_id: int, producer_epoch: int, base_sequence: int
+) -> None:
+    """Makes the batch at ``pos`` an idempotent, non-transactional batch of another producer:
+    the transactional bit is cleared and producerId, producerEpoch and baseSequence are set;
+    the CRC is recomputed over the (still compressed) bytes. A mirror does this so the target
+    recognises a batch it sends again, while never seeing the source's producers."""
+    attributes = _I16.unpack_from(buf, pos + _ATTRIBUTES_OFFSET)[0]
+    _I16.pack_into(buf, pos + _ATTRIBUTES_OFFSET, attributes & ~TRANSACTIONAL_BIT)
+    set_producer(buf, pos, producer_id, producer_epoch, base_sequence)
+
+
 def set_producer(
     buf: bytearray | memoryview, pos: int, producer_id: int, producer_epoch: int, base_sequence: int
 ) -> None:

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tributary.client.raw.batches import RawBatches
-from tributary.mirror.batches import copyable, for_target, same_batch
+from tributary.mirror.batches import Stamp, copyable, for_target, same_batch
 from tributary.protocol.records import (
     CONTROL_BIT,
     HEADER_SIZE,
@@ -300,6 +300,28 @@ def test_for_target_detaches_the_producer(compression: Compression, transactiona
                  "base_timestamp", "max_timestamp", "record_count")  # fmt: skip
     for name in unchanged:
         assert getattr(after, name) == getattr(before, name), name
+    assert [r.value for r in iter_records(out)] == values
+    assert validate_batch(source) == before, "the source batch must not be modified in place"
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.ZSTD])
+@pytest.mark.parametrize(("producer_id", "transactional"), [(NO_PRODUCER_ID, False), (77, False), (77, True)])
+def test_for_target_stamps_the_mirrors_producer(
+    compression: Compression, producer_id: int, transactional: bool
+) -> None:
+    values = [b"value %d " % i * 20 for i in range(30)]
+    source = log_of([data_batch(values, producer_id=producer_id, epoch=5, sequence=1234,
+                                transactional=transactional, compression=compression)], base=1000)[0]  # fmt: skip
+    before = parse_batch_header(source)
+    out = for_target(before, source, Stamp(9001, 0, 2**31 - 10))
+    after = validate_batch(out)  # a valid CRC over the rewritten header and the same compressed bytes
+    assert (after.producer_id, after.producer_epoch, after.base_sequence) == (9001, 0, 2**31 - 10)
+    assert not after.is_transactional and not after.is_control
+    assert after.compression == compression
+    assert out[HEADER_SIZE:] == source[HEADER_SIZE:], "the compressed records must travel untouched"
+    assert after._replace(crc=0, attributes=0, producer_id=0, producer_epoch=0, base_sequence=0) == before._replace(
+        crc=0, attributes=0, producer_id=0, producer_epoch=0, base_sequence=0
+    )
     assert [r.value for r in iter_records(out)] == values
     assert validate_batch(source) == before, "the source batch must not be modified in place"
 

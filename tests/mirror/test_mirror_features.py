@@ -31,7 +31,7 @@ from tests.fixtures.brokers import module_cluster
 from tests.fixtures.mirror import MirrorProcess
 from tests.fixtures.prometheus import scrape
 from tests.fixtures.zookeeper import ZooKeeperServer
-from tributary.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, validate_batch
+from tributary.protocol.records import validate_batch
 from tributary.testing.cluster import Cluster
 
 from .helpers import assert_exact_copy, copied_everything, end_offsets, produce_zstd, read_batches, wait_for
@@ -231,23 +231,37 @@ def test_topic_configs_are_copied(mirrors: Mirrors) -> None:
 # --- (e) idempotent producers ----------------------------------------------------------------------
 
 
-def test_idempotent_batches_arrive_detached_with_valid_crc(mirrors: Mirrors) -> None:
+def test_batches_arrive_under_the_mirrors_own_producer_with_valid_crc(mirrors: Mirrors) -> None:
+    """The source's producer never reaches the aggregate: each aggregate partition's batches
+    carry a producer id of the mirror's own, one per partition (the source producer wrote both
+    partitions under one id), numbered from sequence 0 without a gap (what lets the aggregate
+    recognise a batch the mirror had to send again)."""
     east, agg = mirrors.east, mirrors.agg
     create_topic(east.bootstrap, "e-idem", 2)
     produce_zstd(east.bootstrap, "e-idem", 3000)  # enable.idempotence = true
     mirrors.start("--topics", "e-.*", group="mirror-e")
     wait_copied(mirrors, "e-idem")
     source = read_batches(east.bootstrap, "e-idem")
-    assert all(h.producer_id >= 0 for batches in source.values() for h, _ in batches), "not idempotent at the source"
+    source_ids = {h.producer_id for batches in source.values() for h, _ in batches}
+    assert len(source_ids) == 1 and min(source_ids) >= 0, "one idempotent producer at the source"
     aggregate = read_batches(agg.bootstrap, f"{ALIAS}.e-idem")
     count = 0
+    per_partition: set[int] = set()
     for batches in aggregate.values():
+        expected_sequence = 0
+        mirror_ids = set()
         for header, data in batches:
             checked = validate_batch(data)  # CRC recomputed over the still-compressed records
-            assert (checked.producer_id, checked.producer_epoch, checked.base_sequence) == (
-                NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE)  # fmt: skip
+            assert checked.producer_id >= 0
+            assert checked.producer_epoch >= 0
+            assert checked.base_sequence == expected_sequence
+            expected_sequence += checked.last_offset_delta + 1
+            mirror_ids.add(checked.producer_id)
             assert not header.is_transactional
             count += 1
+        assert len(mirror_ids) == 1, "one producer id per partition while nothing failed"
+        per_partition |= mirror_ids
+    assert len(per_partition) == len(aggregate) == 2
     assert count == sum(len(b) for b in source.values())
     assert assert_exact_copy(east.bootstrap, agg.bootstrap, ALIAS, "e-idem") == 3000
 

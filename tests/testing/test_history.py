@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from tributary.testing.history import History, sequence_of, sequence_value
 
 
-def _history(acks: dict[int, tuple[int, int]], sent: int | None = None) -> History:
+def _history(acks: dict[int, tuple[int, int | None]], sent: int | None = None) -> History:
     history = History()
     for _ in range(sent if sent is not None else len(acks)):
         history.next_value()
@@ -42,6 +42,16 @@ def test_a_record_missing_or_served_at_another_offset_is_lost() -> None:
     assert verdict.lost == [(1, 0, 1), (2, 0, 2)]
     assert not verdict.ok
     assert str(verdict).startswith("2 acknowledged records missing, first [(1, 0, 1), (2, 0, 2)]")
+
+
+def test_a_record_acknowledged_without_an_offset_must_be_served_in_its_partition() -> None:
+    # librdkafka's idempotent producer reports a record persisted, offset unknown, when a later
+    # record's acknowledgement implies it.
+    history = _history({0: (0, None), 1: (0, 1), 2: (1, None)})
+    verdict = history.check({0: [(0, sequence_value(0)), (1, sequence_value(1))], 1: [(0, sequence_value(5))]})
+    assert verdict.lost == [(2, 1, None)]
+    served_elsewhere = history.check({0: [(1, sequence_value(1)), (2, sequence_value(2))], 1: [(0, sequence_value(0))]})
+    assert [s for s, _, _ in served_elsewhere.lost] == [0, 2]
 
 
 def test_duplicates_and_reordering_are_named() -> None:
