@@ -90,9 +90,13 @@ def scan_batches(
 
 
 def _check_offsets(position: int, header: BatchHeader, next_offset: int, base_offset: int) -> None:
-    # baseOffset lies outside the CRC: only order betrays a damaged one.
-    if header.base_offset < next_offset or header.last_offset - base_offset > INT32_MAX:
-        raise CorruptRecordError(f"batch at position {position} has offsets out of order")
+    # baseOffset lies outside the CRC: only its place in the sequence betrays a damaged one. A
+    # segment's batches follow each other without a gap (nothing here removes records from the
+    # middle of a log; a log cleaner would, and would have to say so for its segments).
+    if header.base_offset != next_offset or header.last_offset - base_offset > INT32_MAX:
+        raise CorruptRecordError(
+            f"batch at position {position} starts at offset {header.base_offset}, not at {next_offset}"
+        )
 
 
 class _Indexer:
@@ -269,8 +273,8 @@ class Segment:
         for pos, header in scan_batches(self._fd, start, self.size, verify=False, chunk_size=LOOKUP_CHUNK):
             if last_entry is not None and pos == start and header.last_offset != base + last_entry[0]:
                 raise CorruptRecordError(f"{self.log_path}: index entry {last_entry} does not match its batch")
-            if header.base_offset < next_offset:
-                raise CorruptRecordError(f"{self.log_path}: offsets go backwards at position {pos}")
+            if (pos != start or last_entry is None) and header.base_offset != next_offset:
+                raise CorruptRecordError(f"{self.log_path}: offsets do not follow on at position {pos}")
             if header.max_timestamp > indexer.max_timestamp:
                 indexer.max_timestamp = header.max_timestamp
                 indexer.offset_of_max_timestamp = header.last_offset

@@ -24,6 +24,7 @@ SEGMENT_BYTES = 1500
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1), flips=st.integers(min_value=1, max_value=3))
 @example(seed=98699, flips=1)  # a flip of the magic byte to 0 once escaped recovery as UnsupportedMagicError
+@example(seed=73411688, flips=1)  # a flip in a baseOffset (outside the CRC) once served a record one offset on
 def test_random_damage_while_stopped_deletes_nothing_acknowledged_and_serves_nothing_damaged(
     tmp_path_factory: pytest.TempPathFactory, seed: int, flips: int
 ) -> None:
