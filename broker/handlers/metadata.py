@@ -26,11 +26,15 @@ def _topic(snapshot: ClusterSnapshot, info: TopicInfo) -> MetadataResponse.Metad
     partitions = []
     for index, state in sorted(info.partitions.items()):
         alive = [r for r in state.replicas if r in snapshot.brokers]
+        # As Kafka's metadata cache: a leader that is not among the live brokers (its
+        # registration expired, the controller has not elected yet) is no leader to a client,
+        # which could not look up its address (kafka-python's sender fails on it).
+        leader = state.leader if state.leader in snapshot.brokers else -1
         partitions.append(
             MetadataResponse.MetadataResponsePartition(
-                error_code=ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
                 partition_index=index,
-                leader_id=state.leader,
+                leader_id=leader,
                 leader_epoch=state.leader_epoch,
                 replica_nodes=list(state.replicas),
                 isr_nodes=[r for r in state.isr if r in snapshot.brokers],
