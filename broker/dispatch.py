@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.handlers import (
     alter_configs,
+    alter_partition_reassignments,
     api_versions,
     create_partitions,
     create_topics,
@@ -34,6 +35,7 @@ from tributary.broker.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -90,6 +92,12 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.OFFSET_DELETE: Route[m.OffsetDeleteRequest, m.OffsetDeleteResponse](offset_delete.handle),
     ApiKey.DESCRIBE_LOG_DIRS: Route[m.DescribeLogDirsRequest, m.DescribeLogDirsResponse](describe_log_dirs.handle),
     ApiKey.ELECT_LEADERS: Route[m.ElectLeadersRequest, m.ElectLeadersResponse](elect_leaders.handle),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Route[
+        m.AlterPartitionReassignmentsRequest, m.AlterPartitionReassignmentsResponse
+    ](alter_partition_reassignments.handle),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Route[
+        m.ListPartitionReassignmentsRequest, m.ListPartitionReassignmentsResponse
+    ](list_partition_reassignments.handle),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
         offset_for_leader_epoch.handle
     ),

@@ -279,10 +279,19 @@ class PartitionManager:
             # from a snapshot: a snapshot read before its own latest write would take it back.
             if fresh or partition.leader_state is None or partition.leader_epoch != state.leader_epoch:
                 partition.become_leader(self.broker_id, state, _now_ms())
-        elif fresh or partition.leader_state is not None or partition.leader_epoch != state.leader_epoch or (
-            partition.leader != state.leader
+            elif partition.replicas != state.replicas:
+                partition.replicas = state.replicas
+                partition.leader_state.set_replicas(state.replicas)
+                partition.log.hw_follows_log_end = not partition.replicated
+        elif (
+            fresh
+            or partition.leader_state is not None
+            or partition.leader_epoch != state.leader_epoch
+            or (partition.leader != state.leader)
         ):
             partition.become_follower(state)
+        else:
+            partition.replicas = state.replicas
 
     def _stale(self, state: PartitionState) -> bool:
         """Made leader before this broker last started, with followers whose logs may now be
@@ -318,7 +327,11 @@ class PartitionManager:
                 if known is None:
                     if state.leader == self.broker_id and len(state.replicas) == 1:
                         continue  # opened on first use, as before replication
-                elif known.leader == state.leader and known.leader_epoch == state.leader_epoch:
+                elif (
+                    known.leader == state.leader
+                    and known.leader_epoch == state.leader_epoch
+                    and known.replicas == state.replicas
+                ):
                     continue
                 self.replica(snapshot, topic.name, index)
 

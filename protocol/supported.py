@@ -1,6 +1,7 @@
 """The API versions Tributary speaks, as advertised in ApiVersions.
 
-Only non-flexible versions are listed, apart from ApiVersions v3: librdkafka
+Only non-flexible versions are listed, apart from ApiVersions v3 and the APIs that have no
+other (AlterPartitionReassignments, ListPartitionReassignments): librdkafka
 2.0.2 (Debian's kcat) enables message format v2, zstd and groups only when
 specific older versions fall inside the advertised ranges, and every listed
 version must round-trip through the codec (the tests check it).
@@ -38,6 +39,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.OFFSET_DELETE: Versions(0, 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Versions(0, 3),
     ApiKey.ELECT_LEADERS: Versions(0, 1),
+    # Flexible from their first version; no client picks a version of these by the range.
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Versions(0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Versions(0, 0),
 }
 
 #: The consumer-protocol Subscription and Assignment versions we write; newer

@@ -57,6 +57,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "describe_log_dirs": ("DescribeLogDirsRequest", "DescribeLogDirsResponse"),
     "offset_for_leader_epoch": ("OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse"),
     "elect_leaders": ("ElectLeadersRequest", "ElectLeadersResponse"),
+    "alter_partition_reassignments": ("AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),
+    "list_partition_reassignments": ("ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
 }
 
 PRIMITIVE_PY = {

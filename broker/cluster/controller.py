@@ -16,7 +16,10 @@ Its duties:
 - leadership: whenever the set of live brokers changes, a partition whose leader died goes to the
   first live replica of its ISR, or to -1 when there is none; a new live leader bumps the epoch;
 - controlled shutdown: a broker announcing its shutdown (`/admin/controlled_shutdown/<id>`, an
-  ephemeral node) loses the leadership of every partition another in-sync replica can take.
+  ephemeral node) loses the leadership of every partition another in-sync replica can take;
+- partition reassignment (`/admin/reassign_partitions`): start each requested move (target and
+  original replicas together, the new ones catching up), and complete it once every target
+  replica is in sync (:mod:`broker.cluster.reassignment` holds the rules).
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from dataclasses import dataclass
 import trio
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from tributary.broker.cluster import zk_paths
-from tributary.broker.cluster.model import NO_LEADER, ClusterSnapshot, stale_leadership
+from tributary.broker.cluster import reassignment, zk_paths
+from tributary.broker.cluster.model import NO_LEADER, ClusterSnapshot, registered_since, stale_leadership
 from tributary.broker.cluster.session import (
     CONNECTION_ERRORS,
     ChangeNotifier,
@@ -50,8 +53,10 @@ from tributary.broker.cluster.znodes import (
     decode_controller_epoch,
     decode_create_partitions_request,
     decode_create_request,
+    decode_moving,
     decode_partition_state,
     decode_preferred_election,
+    decode_reassignment,
     decode_topic,
     encode_config,
     encode_controller,
@@ -142,6 +147,7 @@ def elect_leader(  # noqa: PLR0917 (the facts an election weighs)
     controller_epoch: int,
     shutting_down: Collection[int] = (),
     restarted: bool = False,
+    rejoined: Collection[int] = (),
 ) -> LeaderAndIsr | None:
     """The partition's next state given the live brokers, or None when it should not change.
 
@@ -152,6 +158,12 @@ def elect_leader(  # noqa: PLR0917 (the facts an election weighs)
     leads, with the epoch bumped and dead (or departing, or restarted) replicas dropped from the
     ISR. Only the ISR is ever chosen from (clean election), and the ISR never becomes empty, so
     a partition whose in-sync replicas are all gone waits at leader -1 (same epoch) for one.
+
+    `rejoined`: replicas that registered again since the state was written. Their ISR
+    membership predates a restart after which their logs may lack what they had not fsynced (a
+    power cut), so a replica that kept running is chosen before them, and they leave the ISR
+    when one is (KIP-966's concern). Only when no other in-sync replica is alive does one of them
+    lead: nothing better is left (with high.watermark.fsync, nothing was lost either).
     """
     leader_alive = current.leader != NO_LEADER and current.leader in live
     if leader_alive and current.leader not in shutting_down and not restarted:
@@ -164,7 +176,10 @@ def elect_leader(  # noqa: PLR0917 (the facts an election weighs)
         if leader_alive or current.leader == NO_LEADER:
             return None  # a departing leader with no one to hand over to keeps leading until it goes
         return LeaderAndIsr(NO_LEADER, current.leader_epoch, current.isr, controller_epoch)
-    leader = candidates[0]
+    kept_running = [b for b in candidates if b not in rejoined]
+    if kept_running:
+        gone |= set(rejoined)
+    leader = (kept_running or candidates)[0]
     isr = tuple(b for b in current.isr if b in live and b not in gone) or (leader,)
     return LeaderAndIsr(leader, current.leader_epoch + 1, isr, controller_epoch)
 
@@ -182,9 +197,7 @@ def preferred_leader(
     return LeaderAndIsr(preferred, current.leader_epoch + 1, current.isr, controller_epoch)
 
 
-def imbalanced_brokers(
-    states: Collection[tuple[tuple[int, ...], int]], threshold_percent: int
-) -> frozenset[int]:
+def imbalanced_brokers(states: Collection[tuple[tuple[int, ...], int]], threshold_percent: int) -> frozenset[int]:
     """Brokers whose share of preferred-leader partitions led by someone else exceeds the
     threshold (Kafka's leader.imbalance.per.broker.percentage), from (replicas, leader) pairs."""
     preferred: dict[int, int] = {}
@@ -347,6 +360,8 @@ class Controller:
                 if clean and shutting_down:
                     await self._confirm_shutdowns(epoch, shutting_down)
                 clean &= await self._preferred_elections(epoch)
+                clean &= await self._start_reassignments(epoch)
+                clean &= await self._complete_reassignments(epoch)
                 if self._balance.enabled and trio.current_time() >= next_balance:
                     clean &= await self._rebalance_leaders(epoch)
                     next_balance = trio.current_time() + self._balance.check_interval_s
@@ -431,13 +446,17 @@ class Controller:
         request_path = zk_paths.create_request(name)
         snapshot = self._snapshot()
         live = sorted(snapshot.live_broker_ids)
-        assignment = dict(request.assignment) if request.assignment is not None else assign_replicas(
-            live,
-            request.partitions,
-            request.replication_factor,
-            start=self._rng.randrange(len(live)),
-            shift=self._rng.randrange(len(live)),
-            racks={b: info.placement_rack for b, info in snapshot.brokers.items()},
+        assignment = (
+            dict(request.assignment)
+            if request.assignment is not None
+            else assign_replicas(
+                live,
+                request.partitions,
+                request.replication_factor,
+                start=self._rng.randrange(len(live)),
+                shift=self._rng.randrange(len(live)),
+                racks={b: info.placement_rack for b, info in snapshot.brokers.items()},
+            )
         )
         config_exists = await session.exists(zk_paths.topic_config(name)) is not None
         ops: list[Op] = [
@@ -487,6 +506,7 @@ class Controller:
         try:
             request = decode_create_partitions_request(data)
             topic_id, assignment = decode_topic(topic[0])
+            moving = decode_moving(topic[0])
         except ValueError as exc:
             logger.warning("dropping partition request for %r: %s", name, exc)
             await self._drop_request(request_path, stat.version)
@@ -515,7 +535,7 @@ class Controller:
             first_partition=current,
         )
         ops: list[Op] = [
-            SetData(zk_paths.topic(name), encode_topic(topic_id, {**assignment, **added}), topic[1].version)
+            SetData(zk_paths.topic(name), encode_topic(topic_id, {**assignment, **added}, moving), topic[1].version)
         ]
         for index, replicas in sorted(added.items()):
             state = LeaderAndIsr(leader=replicas[0], leader_epoch=0, isr=replicas, controller_epoch=epoch.epoch)
@@ -574,7 +594,9 @@ class Controller:
             for index, state in sorted(topic.partitions.items()):
                 seen = LeaderAndIsr(state.leader, state.leader_epoch, state.isr, epoch.epoch)
                 restarted = stale_leadership(state, snapshot.brokers)
-                if elect_leader(seen, state.replicas, live, epoch.epoch, shutting_down, restarted) is not None:
+                rejoined = registered_since(state.zxid, state.isr, snapshot.brokers)
+                decided = elect_leader(seen, state.replicas, live, epoch.epoch, shutting_down, restarted, rejoined)
+                if decided is not None:
                     suspects.append((zk_paths.partition_state(topic.name, index), state.replicas))
         if not suspects:
             return True
@@ -591,7 +613,8 @@ class Controller:
                 continue
             leader = snapshot.brokers.get(current.leader)
             restarted = leader is not None and leader.epoch > int(node[1].mzxid)
-            decided = elect_leader(current, replicas, live, epoch.epoch, shutting_down, restarted)
+            rejoined = registered_since(int(node[1].mzxid), current.isr, snapshot.brokers)
+            decided = elect_leader(current, replicas, live, epoch.epoch, shutting_down, restarted, rejoined)
             if decided is not None:
                 ops.append(SetData(path, encode_partition_state(decided), node[1].version))
         clean = True
@@ -698,3 +721,109 @@ class Controller:
             if state.replicas and state.replicas[0] in brokers and state.leader != state.replicas[0]
         ]
         return await self._elect_preferred(epoch, partitions)
+
+    # --- partition reassignment -------------------------------------------------------------
+
+    async def _start_reassignments(self, epoch: ControllerEpoch) -> bool:
+        """Act on `/admin/reassign_partitions`: start (or replace, or cancel) each move."""
+        session = self._session
+        node = await session.get_or_none(zk_paths.ADMIN_REASSIGN_PARTITIONS, watch=self._admin_watch)
+        if node is None:
+            await session.exists(zk_paths.ADMIN_REASSIGN_PARTITIONS, watch=self._admin_watch)
+            return True
+        data, stat = node
+        try:
+            requested = decode_reassignment(data)
+        except ValueError as exc:
+            logger.warning("dropping malformed partition reassignment request: %s", exc)
+            requested = {}
+        by_topic: dict[str, dict[int, tuple[int, ...] | None]] = {}
+        for (topic, index), target in requested.items():
+            by_topic.setdefault(topic, {})[index] = target
+        live = self._snapshot().live_broker_ids
+        for topic, targets in sorted(by_topic.items()):
+            if not await self._move(epoch, topic, targets, live):
+                return False
+        await self._drop_request(zk_paths.ADMIN_REASSIGN_PARTITIONS, stat.version)
+        return True
+
+    async def _complete_reassignments(self, epoch: ControllerEpoch) -> bool:
+        """Finish every move whose target replicas are all in sync now."""
+        snapshot = self._snapshot()
+        clean = True
+        for topic in snapshot.topics.values():
+            ready = {
+                index: None
+                for index, state in topic.partitions.items()
+                if reassignment.completed(
+                    reassignment.Assignment(state.replicas, state.adding, state.removing), state.isr
+                )
+            }
+            if ready:
+                clean &= await self._move(epoch, topic.name, ready, snapshot.live_broker_ids, complete=True)
+        return clean
+
+    async def _move(
+        self,
+        epoch: ControllerEpoch,
+        topic: str,
+        targets: Mapping[int, tuple[int, ...] | None],
+        live: Collection[int],
+        *,
+        complete: bool = False,
+    ) -> bool:
+        """Start (target given), cancel (None) or, with ``complete``, finish the reassignments of
+        some partitions of one topic, deciding on the nodes' current contents: the topic node
+        and the partition states are written together, each with its version checked."""
+        session = self._session
+        topic_node = await session.get_or_none(zk_paths.topic(topic))
+        if topic_node is None:
+            logger.warning("partition reassignment of %r dropped: the topic does not exist", topic)
+            return True
+        try:
+            topic_id, assignment = decode_topic(topic_node[0])
+            moving = decode_moving(topic_node[0])
+        except ValueError as exc:
+            logger.warning("partition reassignment of %r dropped: %s", topic, exc)
+            return True
+        indexes = sorted(i for i in targets if i in assignment)
+        state_nodes = await session.get_many([zk_paths.partition_state(topic, i) for i in indexes])
+        ops: list[Op] = []
+        for index, state_node in zip(indexes, state_nodes, strict=True):
+            adding, removing = moving.get(index, ((), ()))
+            current = reassignment.Assignment(assignment[index], adding, removing)
+            if complete:
+                state = decode_partition_state(state_node[0]) if state_node is not None else None
+                wanted = reassignment.completed(current, state.isr if state is not None else ())
+            else:
+                target = targets[index]
+                if target is not None and (why := reassignment.invalid_target(target, live)) is not None:
+                    logger.warning("reassignment of %s-%d to %s refused: %s", topic, index, list(target), why)
+                    continue
+                if target is None and not current.moving:
+                    continue
+                wanted = reassignment.start(current, target)
+            if wanted is None or state_node is None:
+                continue
+            decided = reassignment.moved_state(decode_partition_state(state_node[0]), wanted, live, epoch.epoch)
+            if decided is None:
+                logger.info("reassignment of %s-%d waits: no live in-sync replica of %s", topic, index, wanted.replicas)
+                continue
+            assignment[index] = wanted.replicas
+            moving[index] = (wanted.adding, wanted.removing)
+            path = zk_paths.partition_state(topic, index)
+            ops.append(SetData(path, encode_partition_state(decided), state_node[1].version))
+            logger.info(
+                "reassignment of %s-%d %s: replicas %s (adding %s, removing %s), leader %d in epoch %d",
+                topic, index, "completed" if complete else "started" if targets[index] is not None else "cancelled",
+                list(wanted.replicas), list(wanted.adding), list(wanted.removing), decided.leader, decided.leader_epoch,
+            )  # fmt: skip
+        if not ops:
+            return True
+        ops.insert(0, SetData(zk_paths.topic(topic), encode_topic(topic_id, assignment, moving), topic_node[1].version))
+        try:
+            await self._commit(epoch, ops)
+        except TransactionFailedError as exc:
+            logger.info("partition reassignment of %r raced with another writer (%s); retrying", topic, exc)
+            return False
+        return True

@@ -7,7 +7,7 @@ nobody may mutate them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 NO_LEADER = -1
@@ -47,6 +47,10 @@ class PartitionState:
     #: epoch, a czxid) is newer restarted since it was given the partition: it must not lead
     #: on, as if nothing happened, until the controller has elected again.
     zxid: int = -1
+    #: A reassignment under way (KIP-455): replicas being added (catching up, not yet
+    #: counted on) and being removed (until the target replicas are all in sync).
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
 
     @property
     def online(self) -> bool:
@@ -57,6 +61,14 @@ def stale_leadership(state: PartitionState, brokers: Mapping[int, BrokerInfo]) -
     """Whether the partition's leader registered again (restarted) after it was made leader."""
     leader = brokers.get(state.leader)
     return leader is not None and state.zxid >= 0 and leader.epoch > state.zxid
+
+
+def registered_since(zxid: int, replicas: Collection[int], brokers: Mapping[int, BrokerInfo]) -> frozenset[int]:
+    """Which of `replicas` registered (restarted, or lost their session) after the ZooKeeper
+    transaction `zxid`, e.g. after a partition state was written."""
+    if zxid < 0:
+        return frozenset()
+    return frozenset(b for b in replicas if (info := brokers.get(b)) is not None and info.epoch > zxid)
 
 
 @dataclass(frozen=True, slots=True)

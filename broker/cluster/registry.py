@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import trio
@@ -63,10 +63,12 @@ from tributary.broker.cluster.znodes import (
     CreatePartitionsRequest,
     CreateTopicRequest,
     LeaderAndIsr,
+    Moving,
     decode_broker,
     decode_cluster_id,
     decode_config,
     decode_controller,
+    decode_moving,
     decode_partition_state,
     decode_producer_id_block,
     decode_topic,
@@ -78,6 +80,7 @@ from tributary.broker.cluster.znodes import (
     encode_partition_state,
     encode_preferred_election,
     encode_producer_id_block,
+    encode_reassignment,
     new_uuid,
 )
 
@@ -387,12 +390,14 @@ class ClusterRegistry:
         watch = self._watch
         nodes = await session.get_many([zk_paths.topic(name) for name in names], watch=watch)
         assignments: dict[str, tuple[str, dict[int, tuple[int, ...]]]] = {}
+        moving: dict[str, dict[int, Moving]] = {}
         for name, node in zip(names, nodes, strict=True):
             if node is None:
                 self._topics.pop(name, None)
                 continue
             try:
                 assignments[name] = decode_topic(node[0])
+                moving[name] = decode_moving(node[0])
             except ValueError as exc:
                 logger.warning("ignoring malformed topic %r: %s", name, exc)
                 self._topics.pop(name, None)
@@ -423,9 +428,11 @@ class ClusterRegistry:
                     logger.warning("treating malformed state %s as offline: %s", path, exc)
                     partitions[index] = PartitionState(NO_LEADER, 0, replicas, ())
                     continue
+                adding, removing = moving[name].get(index, ((), ()))
                 partitions[index] = PartitionState(
-                    state.leader, state.leader_epoch, replicas, state.isr, zxid=int(node[1].mzxid)
-                )
+                    state.leader, state.leader_epoch, replicas, state.isr, zxid=int(node[1].mzxid),
+                    adding=adding, removing=removing,
+                )  # fmt: skip
             config: dict[str, str] = {}
             config_node = configs[zk_paths.topic_config(name)]
             if config_node is not None:
@@ -788,6 +795,26 @@ class ClusterRegistry:
                         states[key] = decode_partition_state(node[0])
             return states
         raise ControllerUnavailableError(f"no controller acted on the leader election within {timeout:g} s")
+
+    async def reassign_partitions(
+        self, partitions: Mapping[tuple[str, int], Sequence[int] | None], timeout: float
+    ) -> None:
+        """Hand partition reassignments (a target replica list, or None to cancel) to the
+        controller through Kafka's `/admin/reassign_partitions` node, and wait until it has
+        started them. One request is in the node at a time: a request waits for the one before
+        it. Raises ControllerUnavailableError when nothing happened within `timeout`."""
+        session = self._require_session()
+        path = zk_paths.ADMIN_REASSIGN_PARTITIONS
+        with trio.move_on_after(timeout), _zookeeper_errors("requesting a partition reassignment"):
+            while True:
+                try:
+                    await session.create(path, encode_reassignment(partitions))
+                    break
+                except NodeExistsError:
+                    await self._wait_until_absent(session, path)
+            await self._wait_until_absent(session, path)
+            return
+        raise ControllerUnavailableError(f"no controller started the reassignment within {timeout:g} s")
 
     async def update_isr(self, topic: str, index: int, leader_epoch: int, isr: tuple[int, ...]) -> bool:
         """Write a new ISR for a partition this broker leads in `leader_epoch`; False if refused.

@@ -18,6 +18,10 @@ ADMIN_CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 # Kafka's: {"version":1,"partitions":[{"topic":..,"partition":..}]}, acted on and deleted by the
 # controller (kafka-preferred-replica-election / ElectLeaders).
 ADMIN_PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+# Kafka's: {"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}, started and
+# deleted by the controller (kafka-reassign-partitions / AlterPartitionReassignments). Tributary
+# adds "replicas": null, which cancels the partition's reassignment.
+ADMIN_REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER = "/cluster"

@@ -120,14 +120,22 @@ def _first_endpoint(endpoints: Any) -> tuple[str, int]:
 # /brokers/topics/<topic>
 
 
-def encode_topic(topic_id: str, assignment: Mapping[int, Sequence[int]]) -> bytes:
+#: A partition's reassignment under way: (adding, removing) replicas, as Kafka records them
+#: beside the assignment (KIP-455).
+Moving = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def encode_topic(
+    topic_id: str, assignment: Mapping[int, Sequence[int]], moving: Mapping[int, Moving] | None = None
+) -> bytes:
+    moving = moving or {}
     return _dump(
         {
             "version": TOPIC_VERSION,
             "topic_id": topic_id,
             "partitions": {str(index): list(replicas) for index, replicas in sorted(assignment.items())},
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "adding_replicas": {str(i): list(m[0]) for i, m in sorted(moving.items()) if m[0]},
+            "removing_replicas": {str(i): list(m[1]) for i, m in sorted(moving.items()) if m[1]},
         }
     )
 
@@ -142,6 +150,19 @@ def decode_topic(data: bytes) -> tuple[str, dict[int, tuple[int, ...]]]:
         raise MalformedZnodeError("topic_id is not a string")
     assignment = {_int(index, "partition"): _int_list(replicas, "replicas") for index, replicas in partitions.items()}
     return topic_id, assignment
+
+
+def decode_moving(data: bytes) -> dict[int, Moving]:
+    """The reassignments under way recorded in a topic node, by partition."""
+    value = _load(data)
+    found: dict[int, list[tuple[int, ...]]] = {}
+    for position, key in enumerate(("adding_replicas", "removing_replicas")):
+        entries = value.get(key) or {}
+        if not isinstance(entries, dict):
+            raise MalformedZnodeError(f"{key} is not an object")
+        for index, replicas in entries.items():
+            found.setdefault(_int(index, "partition"), [(), ()])[position] = _int_list(replicas, key)
+    return {index: (pair[0], pair[1]) for index, pair in found.items()}
 
 
 # /brokers/topics/<topic>/partitions/<p>/state
@@ -344,4 +365,31 @@ def decode_preferred_election(data: bytes) -> list[tuple[str, int]]:
         if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
             raise MalformedZnodeError(f"malformed partition entry {entry!r}")
         out.append((entry["topic"], _int(entry.get("partition"), "partition")))
+    return out
+
+
+# /admin/reassign_partitions: Kafka's request format (replicas null: cancel, Tributary's addition).
+
+
+def encode_reassignment(partitions: Mapping[tuple[str, int], Sequence[int] | None]) -> bytes:
+    return _dump({
+        "version": 1,
+        "partitions": [
+            {"topic": t, "partition": p, "replicas": None if r is None else list(r)}
+            for (t, p), r in sorted(partitions.items())
+        ],
+    })  # fmt: skip
+
+
+def decode_reassignment(data: bytes) -> dict[tuple[str, int], tuple[int, ...] | None]:
+    entries = _load(data).get("partitions")
+    if not isinstance(entries, list):
+        raise MalformedZnodeError("partition reassignment has no partitions list")
+    out: dict[tuple[str, int], tuple[int, ...] | None] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise MalformedZnodeError(f"malformed partition entry {entry!r}")
+        replicas = entry.get("replicas")
+        key = (entry["topic"], _int(entry.get("partition"), "partition"))
+        out[key] = None if replicas is None else _int_list(replicas, "replicas")
     return out

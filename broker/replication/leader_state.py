@@ -23,7 +23,7 @@ Kafka's (``Partition.scala``, ``ReplicaState``):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 #: A follower whose log end the leader has not learnt yet.
@@ -37,6 +37,9 @@ class FollowerProgress:
     #: The leader's log end and the time at this follower's previous fetch.
     last_fetch_leader_leo: int = UNKNOWN_OFFSET
     last_fetch_ms: int = 0
+    #: The follower broker's registration (its broker epoch, KIP-380) when the leader counted it
+    #: in sync: a new one means the broker restarted and may have lost what it had not fsynced.
+    broker_epoch: int | None = None
 
     def fetched(self, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
         if fetch_offset >= leader_leo:
@@ -83,6 +86,16 @@ class LeaderState:
             if replica != leader
         }
 
+    def set_replicas(self, replicas: Iterable[int]) -> None:
+        """The assignment changed within this epoch (a reassignment seen before its epoch bump):
+        new replicas start as followers not yet caught up, removed ones are forgotten."""
+        self.replicas = tuple(replicas)
+        for replica in self.replicas:
+            if replica != self.leader and replica not in self.followers:
+                self.followers[replica] = FollowerProgress(last_caught_up_ms=0)
+        for replica in [r for r in self.followers if r not in self.replicas]:
+            del self.followers[replica]
+
     @property
     def maximal_isr(self) -> tuple[int, ...]:
         if self.pending_isr is None:
@@ -119,28 +132,45 @@ class LeaderState:
         return False
 
     def proposed_isr(
-        self, leader_leo: int, now_ms: int, max_lag_ms: int, live: frozenset[int]
+        self,
+        leader_leo: int,
+        now_ms: int,
+        max_lag_ms: int,
+        live: frozenset[int],
+        broker_epochs: Mapping[int, int] | None = None,
     ) -> tuple[int, ...] | None:
         """The ISR this leader should write now, or None when it should stay as it is.
 
-        Shrinks by followers that fell behind (or whose broker is gone), grows by the followers
-        that caught up; the leader itself always stays. Nothing is proposed while a change is
+        Shrinks by followers that fell behind, whose broker is gone, or whose broker registered
+        again since it was counted in sync (`broker_epochs`: a restart, after which its log may
+        lack what it had not fsynced, although it was caught up a moment ago: it must catch up
+        again before it counts); grows by the followers that caught up (their registration is
+        remembered then). The leader itself always stays. Nothing is proposed while a change is
         being written.
         """
         if self.pending_isr is not None:
             return None
+        epochs = broker_epochs or {}
         keep = [self.leader]
         for replica in self.isr:
             if replica == self.leader:
                 continue
             progress = self.followers.get(replica)
-            if progress is not None and replica in live and progress.caught_up(leader_leo, now_ms, max_lag_ms):
+            if progress is None or replica not in live:
+                continue
+            registered = epochs.get(replica)
+            if progress.broker_epoch is None:
+                progress.broker_epoch = registered  # first seen by this leader
+            elif registered is not None and registered != progress.broker_epoch:
+                continue  # restarted since it was counted in sync
+            if progress.caught_up(leader_leo, now_ms, max_lag_ms):
                 keep.append(replica)
         for replica, progress in self.followers.items():
             if replica in keep or replica in self.isr or replica not in live:
                 continue
             end = progress.log_end_offset
             if end >= self.high_watermark and end >= self.epoch_start_offset and end != UNKNOWN_OFFSET:
+                progress.broker_epoch = epochs.get(replica)
                 keep.append(replica)
         proposed = tuple(r for r in self.replicas if r in keep)
         if set(proposed) == set(self.isr):
@@ -153,6 +183,4 @@ class LeaderState:
 
     def follower_lag(self, leader_leo: int) -> dict[int, int]:
         """Messages each follower is behind the leader's log end (unknown: the whole log end)."""
-        return {
-            replica: leader_leo - max(progress.log_end_offset, 0) for replica, progress in self.followers.items()
-        }
+        return {replica: leader_leo - max(progress.log_end_offset, 0) for replica, progress in self.followers.items()}

@@ -157,8 +157,11 @@ class ReplicaManager:
         state = partition.leader_state
         if state is None:
             return
-        live = self._registry.snapshot.live_broker_ids
-        proposed = state.proposed_isr(partition.log.log_end_offset, _now_ms(), self._config.lag_time_max_ms, live)
+        snapshot = self._registry.snapshot
+        epochs = {broker_id: info.epoch for broker_id, info in snapshot.brokers.items()}
+        proposed = state.proposed_isr(
+            partition.log.log_end_offset, _now_ms(), self._config.lag_time_max_ms, snapshot.live_broker_ids, epochs
+        )
         if proposed is None:
             return
         before = state.isr

@@ -51,6 +51,7 @@ from tributary.protocol.errors import ProtocolError
 from tributary.protocol.messages import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
     ApiKey,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
@@ -71,6 +72,7 @@ from tributary.protocol.messages import (
     ListGroupsRequest,
     ListGroupsResponse,
     ListOffsetsResponse,
+    ListPartitionReassignmentsRequest,
     MetadataRequest,
     MetadataResponse,
     OffsetCommitRequest,
@@ -93,6 +95,16 @@ class NewTopic:
     configs: Mapping[str, str] = field(default_factory=dict)
     #: -1: the broker's default.
     replication_factor: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A partition move under way (ListPartitionReassignments): the replica set now, and the
+    replicas being added to it and removed from it."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,6 +463,62 @@ class Admin:
             TopicPartition(result.topic, p.partition_id): ErrorCode(p.error_code)
             for result in response.replica_election_results
             for p in result.partition_result
+        }
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None], *, timeout: float | None = None
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """Start moving partitions to new replica lists, or cancel their move (None), as
+        AlterPartitionReassignments to the controller. Each partition's outcome and message:
+        NONE (started), INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS, ..."""
+        by_topic: dict[str, list[AlterPartitionReassignmentsRequest.ReassignablePartition]] = {}
+        for tp, replicas in targets.items():
+            by_topic.setdefault(tp.topic, []).append(
+                AlterPartitionReassignmentsRequest.ReassignablePartition(
+                    partition_index=tp.partition, replicas=None if replicas is None else list(replicas)
+                )
+            )
+        timeout_ms = max(1, int((self._deadline(timeout) - trio.current_time()) * 1000))
+        request = AlterPartitionReassignmentsRequest(
+            timeout_ms=timeout_ms,
+            topics=[
+                AlterPartitionReassignmentsRequest.ReassignableTopic(name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ],
+        )
+        response = await self.cluster.send_to_controller(request, timeout=timeout_ms / 1000 + 5)
+        if response.error_code:
+            raise error_for(response.error_code, detail=f"alter partition reassignments: {response.error_message}")
+        return {
+            TopicPartition(topic.name, p.partition_index): (ErrorCode(p.error_code), p.error_message)
+            for topic in response.responses
+            for p in topic.partitions
+        }
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout: float | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The partition moves under way (of ``partitions``, or all), from the controller."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [
+                ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps)
+                for t, ps in by_topic.items()
+            ]
+        timeout_ms = max(1, int((self._deadline(timeout) - trio.current_time()) * 1000))
+        request = ListPartitionReassignmentsRequest(timeout_ms=timeout_ms, topics=topics)
+        response = await self.cluster.send_to_controller(request, timeout=timeout_ms / 1000 + 5)
+        if response.error_code:
+            raise error_for(response.error_code, detail=f"list partition reassignments: {response.error_message}")
+        return {
+            TopicPartition(topic.name, p.partition_index): PartitionReassignment(
+                tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas)
+            )
+            for topic in response.topics
+            for p in topic.partitions
         }
 
     async def describe_configs(
@@ -939,4 +1007,5 @@ __all__ = [
     "MemberDescription",
     "NewTopic",
     "PartitionLag",
+    "PartitionReassignment",
 ]

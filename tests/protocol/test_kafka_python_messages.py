@@ -34,6 +34,8 @@ from tributary.protocol.framing import FrameDecoder
 from tributary.protocol.messages import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     ApiKey,
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -73,6 +75,8 @@ from tributary.protocol.messages import (
     ListGroupsResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     MetadataRequest,
     MetadataResponse,
     OffsetCommitRequest,
@@ -1098,6 +1102,47 @@ def _(v: int) -> Any:
     )
 
 
+@builds(AlterPartitionReassignmentsRequest)
+def _(v: int) -> Any:
+    r = AlterPartitionReassignmentsRequest
+    partitions = [
+        r.ReassignablePartition(partition_index=0, replicas=[4, 2, 3]),
+        r.ReassignablePartition(partition_index=1, replicas=None),  # a cancellation
+    ]
+    return r(timeout_ms=30_000, topics=[r.ReassignableTopic(name="clicks", partitions=partitions)])
+
+
+@builds(AlterPartitionReassignmentsResponse)
+def _(v: int) -> Any:
+    r = AlterPartitionReassignmentsResponse
+    partitions = [
+        r.ReassignablePartitionResponse(partition_index=0, error_code=0, error_message=None),
+        r.ReassignablePartitionResponse(partition_index=1, error_code=85, error_message="not being reassigned"),
+    ]
+    return r(
+        throttle_time_ms=0, error_code=0, error_message=None,
+        responses=[r.ReassignableTopicResponse(name="clicks", partitions=partitions)],
+    )  # fmt: skip
+
+
+@builds(ListPartitionReassignmentsRequest)
+def _(v: int) -> Any:
+    r = ListPartitionReassignmentsRequest
+    return r(timeout_ms=30_000, topics=[r.ListPartitionReassignmentsTopics(name="clicks", partition_indexes=[0, 1])])
+
+
+@builds(ListPartitionReassignmentsResponse)
+def _(v: int) -> Any:
+    r = ListPartitionReassignmentsResponse
+    ongoing = r.OngoingPartitionReassignment(
+        partition_index=0, replicas=[4, 2, 3, 1], adding_replicas=[4], removing_replicas=[1]
+    )
+    return r(
+        throttle_time_ms=0, error_code=0, error_message=None,
+        topics=[r.OngoingTopicReassignment(name="clicks", partitions=[ongoing])],
+    )  # fmt: skip
+
+
 @builds(ElectLeadersRequest)
 def _(v: int) -> Any:
     r = ElectLeadersRequest
@@ -1153,6 +1198,8 @@ VERSIONS: dict[ApiKey, list[int]] = {
     ApiKey.DESCRIBE_LOG_DIRS: [0, 1, 2, 3, 4],
     ApiKey.OFFSET_FOR_LEADER_EPOCH: [0, 1, 2, 3, 4],
     ApiKey.ELECT_LEADERS: [0, 1, 2],
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: [0],
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: [0],
 }
 
 REQUEST_CLASSES = {cls.SPEC.api_key: cls for cls in BUILDERS if cls.SPEC.kind == "request"}  # type: ignore[attr-defined]

@@ -118,6 +118,19 @@ def test_a_leader_that_restarted_unseen_is_replaced_or_re_elected_in_a_new_epoch
     assert elect_leader(alone, (1, 2), {1, 2}, 1, restarted=True) == LeaderAndIsr(1, 4, (1,), 1)
 
 
+def test_a_replica_that_rejoined_since_the_isr_was_written_is_chosen_last_and_leaves_the_isr() -> None:
+    # Leader 1 and follower 2 lost power and registered again before the controller looked; 3
+    # kept running. 2 is still listed in sync, but may lack what it had not fsynced (KIP-966).
+    state = LeaderAndIsr(1, 3, (1, 2, 3), 1)
+    assert elect_leader(state, (1, 2, 3), {1, 2, 3}, 1, restarted=True, rejoined={1, 2}) == LeaderAndIsr(3, 4, (3,), 1)
+    # The leader died for good; 2 rejoined, 3 kept running: 3 leads, 2 must catch up again.
+    assert elect_leader(state, (1, 2, 3), {2, 3}, 1, rejoined={2}) == LeaderAndIsr(3, 4, (3,), 1)
+    # Only rejoined replicas are left: one of them leads, the others stay in sync with it
+    # (nothing better is left; under high.watermark.fsync nothing was lost either).
+    assert elect_leader(state, (1, 2, 3), {2}, 1, rejoined={2}) == LeaderAndIsr(2, 4, (2,), 1)
+    assert elect_leader(state, (1, 2, 3), {2, 3}, 1, rejoined={2, 3}) == LeaderAndIsr(2, 4, (2, 3), 1)
+
+
 def test_broker_registration_round_trips_and_reads_kafka_endpoints() -> None:
     info = BrokerInfo(7, "broker7.east", 9092, "east")
     assert decode_broker(7, encode_broker(info)) == info

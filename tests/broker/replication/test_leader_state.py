@@ -120,3 +120,20 @@ def test_under_high_watermark_fsync_the_leader_counts_only_what_it_fsynced() -> 
     assert state.high_watermark == 40
     assert state.update_high_watermark(60)  # its group commit reached 60
     assert state.high_watermark == 50
+
+
+def test_a_follower_whose_broker_registered_again_leaves_the_isr_until_it_catches_up() -> None:
+    state = leader(now=0)
+    state.follower_fetched(2, 100, leader_leo=100, now_ms=0)
+    state.follower_fetched(3, 100, leader_leo=100, now_ms=0)
+    assert state.proposed_isr(100, 10, LAG_MS, ALL, {1: 7, 2: 8, 3: 9}) is None  # registrations seen
+    # Broker 3 restarted (a new registration) and fetches from where its log now ends: it was
+    # caught up a moment ago, but what it held may be gone with its page cache.
+    state.follower_fetched(3, 40, leader_leo=100, now_ms=20)
+    assert state.proposed_isr(100, 30, LAG_MS, ALL, {1: 7, 2: 8, 3: 12}) == (1, 2)
+    state.isr_written((1, 2))
+    # Caught up again, it joins, and its new registration is the one remembered.
+    state.follower_fetched(3, 100, leader_leo=100, now_ms=40)
+    assert state.proposed_isr(100, 50, LAG_MS, ALL, {1: 7, 2: 8, 3: 12}) == (1, 2, 3)
+    state.isr_written((1, 2, 3))
+    assert state.proposed_isr(100, 60, LAG_MS, ALL, {1: 7, 2: 8, 3: 12}) is None
