@@ -12,7 +12,9 @@ needs with one blocking socket per broker and one request at a time:
 It speaks the same protocol package, negotiates versions the same way
 (``versions.py``) and raises the same errors (``errors.py``) as the Trio
 client. Every socket operation is bounded by ``request_timeout``; a leader
-change or a lost connection refreshes the metadata and retries a few times.
+change or a lost connection refreshes the metadata and retries, with backoff,
+for up to ``retry_timeout`` (long enough for a failover: a dead leader is
+replaced once its ZooKeeper session expires, 18 s by default).
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ from tributary.protocol.records import Record
 from tributary.protocol.schema import Declared
 
 RECEIVE_CHUNK = 256 * 1024
-#: How often a request is retried after a leader change or a lost connection.
-DEFAULT_RETRIES = 5
+#: How long a request is retried after a leader change or a lost connection.
+DEFAULT_RETRY_TIMEOUT = 60.0
 _MAX_CORRELATION_ID = 2**31 - 1
 
 
@@ -227,11 +229,15 @@ class BlockingFetcher:
         bootstrap_servers: str | Sequence[str],
         config: ClientConfig | None = None,
         *,
-        retries: int = DEFAULT_RETRIES,
+        retries: int | None = None,
+        retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
     ) -> None:
+        """``retries`` caps the attempts after the first (default: as many as fit in
+        ``retry_timeout`` seconds)."""
         self.config = config or ClientConfig()
         self.bootstrap_servers = _parse_servers(bootstrap_servers)
         self.retries = retries
+        self.retry_timeout = retry_timeout
         self._connections: dict[int, BlockingConnection] = {}
         self.metadata = ClusterMetadata()
         self.refresh_metadata()
@@ -321,13 +327,18 @@ class BlockingFetcher:
 
     def _with_retries(self, topic: str, partition: int, attempt: Any) -> Any:
         """Run ``attempt(leader)``, refreshing metadata and retrying retriable errors."""
-        for tries in range(self.retries + 1):
+        deadline = time.monotonic() + self.retry_timeout
+        tries = 0
+        while True:
             try:
                 return attempt(self.leader_for(topic, partition))
             except KafkaError as exc:
-                if not exc.retriable or tries == self.retries:
+                backoff = min(self.config.retry_backoff * 2**tries, self.config.reconnect_backoff_max)
+                out_of_tries = self.retries is not None and tries >= self.retries
+                if not exc.retriable or out_of_tries or time.monotonic() + backoff > deadline:
                     raise
-                time.sleep(min(self.config.retry_backoff * 2**tries, self.config.reconnect_backoff_max))
+                tries += 1
+                time.sleep(backoff)
                 if exc.invalidates_metadata:
                     # If no broker answers, the next attempt fails and says why.
                     with contextlib.suppress(KafkaError):
@@ -405,7 +416,13 @@ class BlockingFetcher:
 
         The first batch may begin before ``start`` and the last run past ``end``
         (batches are never split). Raises OffsetOutOfRangeError, naming the range
-        and the log's bounds, when the log does not hold all of ``[start, end)``."""
+        and the log's bounds, when the log does not hold all of ``[start, end)``.
+
+        A high watermark below ``end`` is checked with ListOffsets before it counts as a
+        log that ends early: a leader elected since ``end`` was listed knows its high
+        watermark only once its followers fetch again, serving less than is committed
+        until then, and it answers ListOffsets with OFFSET_NOT_AVAILABLE meanwhile (retried
+        like any retriable error)."""
         if start > end:
             raise ValueError(f"empty range [{start}, {end}) of {topic}-{partition}: start is after end")
         tp = TopicPartition(topic, partition)
@@ -416,7 +433,10 @@ class BlockingFetcher:
                 fetched = self.fetch(topic, partition, offset, max_bytes=limit)
             except OffsetOutOfRangeError as exc:
                 raise self._range_error(tp, start, end, exc.log_start_offset, exc.high_watermark) from exc
-            if 0 <= fetched.high_watermark < end:
+            if 0 <= fetched.high_watermark <= offset:
+                latest = self.list_offsets({tp: LATEST})[tp].offset
+                if latest > offset:
+                    continue  # the new leader knows its high watermark now
                 raise self._range_error(tp, start, end, fetched.log_start_offset, fetched.high_watermark)
             if not fetched.batches:
                 if fetched.truncated_bytes and limit < self.config.max_response_size // 2:
@@ -470,4 +490,4 @@ class BlockingFetcher:
             yield from fetched.iter_records(start, end)
 
 
-__all__ = ["DEFAULT_RETRIES", "BlockingConnection", "BlockingFetcher"]
+__all__ = ["DEFAULT_RETRY_TIMEOUT", "BlockingConnection", "BlockingFetcher"]

@@ -11,8 +11,9 @@ Two more act in an executor only, once per load (a marker file in
 ``TRIBUTARY_LOADER_TEST_MARKER_DIR`` remembers it, so Spark's retry of the task
 runs normally): ``worker:<task>`` kills the Python worker running that task, as
 an executor losing its Python process would; ``pause:<task>`` writes
-``paused-<task>`` there, holding its pid, and waits, so a test can kill the worker JVM under a
-running task, or start a second load while this one holds the warehouse.
+``paused-<task>`` there, holding its pid, and waits (until the test writes ``resume-<task>``
+there, or ``PAUSE_S``), so a test can kill the worker JVM under a running task, start a second
+load while this one holds the warehouse, or kill a broker before the task reads on.
 """
 
 from __future__ import annotations
@@ -72,4 +73,7 @@ def reached_in_task(task: int) -> None:
     elif kind == "worker" and _first_time(f"worker-{task}"):
         os.kill(os.getpid(), signal.SIGKILL)
     elif kind == "pause" and _first_time(f"paused-{task}"):
-        time.sleep(PAUSE_S)
+        resume = os.path.join(os.environ.get(MARKER_DIR_ENV, ""), f"resume-{task}")
+        deadline = time.monotonic() + PAUSE_S
+        while time.monotonic() < deadline and not os.path.exists(resume):
+            time.sleep(0.05)

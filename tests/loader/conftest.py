@@ -30,8 +30,11 @@ LOAD_TIMEOUT = 240.0
 
 @pytest.fixture(scope="module")
 def aggregate(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """Three brokers standing in for the aggregate cluster, shared by a module's tests."""
-    yield from start_cluster(server_chroot(zookeeper_server, "loader"), tmp_path_factory.mktemp("aggregate"), 3)
+    """Three brokers standing in for the aggregate cluster, shared by a module's tests. (A short
+    ZooKeeper session: a broker killed by a test is replaced as leader within seconds.)"""
+    root = tmp_path_factory.mktemp("aggregate")
+    settings = {"zookeeper.session.timeout.ms": "6000"}
+    yield from start_cluster(server_chroot(zookeeper_server, "loader"), root, 3, settings)
 
 
 def unique(prefix: str) -> str:

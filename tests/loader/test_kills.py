@@ -1,5 +1,6 @@
 """Kill the load (driver, JVM and Python workers together, as a power cut would) at named
 points of a run and at a random moment, rerun, and count: every record is loaded exactly once.
+And kill the aggregate's leader under a load that is reading: it reads on from the new leader.
 
 The named points use the loader's test hook (TRIBUTARY_LOADER_TEST_KILL_AT), which makes the
 real code kill itself on reaching a phase; everything else is the real command. CI kills at two
@@ -15,11 +16,14 @@ import subprocess
 import time
 from pathlib import Path
 
-from tributary.testing.cluster import Cluster
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tributary.testing.cluster import Cluster, wait_for_leaders
 
 from .conftest import (
     commits,
     create_topics,
+    finish_in_group,
     load_command,
     loaded_keys,
     manifests,
@@ -109,3 +113,40 @@ def test_kills_at_every_phase_leave_every_record_loaded_once(
     last = json.loads((output / "_tributary" / "offsets" / f"{commits(output)[-1]}.json").read_text())
     assert sum(sum(parts.values()) for parts in last["offsets"].values()) == len(produced)
     assert time.monotonic() - started < 240
+
+
+def test_a_leader_killed_while_a_load_reads_costs_nothing(aggregate: Cluster, tmp_path: Path) -> None:
+    """Replication factor 3: task 0 pauses after handing Spark its records; the leader of the
+    partition is killed with -9, and the load reads on at once while the partition has no live
+    leader yet (until the dead broker's ZooKeeper session expires): the tasks after it retry
+    until the new leader answers, whose high watermark they wait for too. The dead broker is
+    restarted meanwhile. Every record is loaded once, by one run."""
+    topic = unique("ha")
+    admin = AdminClient({"bootstrap.servers": aggregate.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    produced = produce(aggregate.bootstrap, topic, 3000, first_ms=FIRST_MS, step_ms=1000)  # acks=all
+    output, markers = tmp_path / "warehouse", tmp_path / "markers"
+    markers.mkdir()
+    env = dict(os.environ, TRIBUTARY_LOADER_TEST_KILL_AT="pause:0", TRIBUTARY_LOADER_TEST_MARKER_DIR=str(markers),
+               SPARK_LOCAL_IP="127.0.0.1")  # fmt: skip
+    command = load_command(aggregate.bootstrap, output, "--topics", topic, "--max-records-per-task", "500",
+                           "--master", "local[1]")  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (markers / "paused-0").exists():
+            assert proc.poll() is None, finish_in_group(proc).stderr[-3000:]
+            assert time.monotonic() < deadline, "task 0 never paused"
+            time.sleep(0.1)
+        victim = aggregate.broker(wait_for_leaders(aggregate.brokers, topic, 1)[0])
+        victim.kill()
+    finally:
+        (markers / "resume-0").touch()
+    victim.start()  # at once: it waits for its old registration to expire, then follows
+    victim.wait_ready(expected_brokers=3)
+    leader = wait_for_leaders(aggregate.brokers, topic, 1)[0]
+    print(f"leader {victim.broker_id} killed under the load; {leader} leads now")
+    run = finish_in_group(proc)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert loaded_keys(output) == sorted((p.topic, p.partition, p.offset) for p in produced)
+    assert [m["totals"]["rows"] for m in manifests(output).values()] == [3000]
