@@ -15,7 +15,7 @@ echo "== mypy";         .venv/bin/mypy
 echo "== import-linter"; .venv/bin/lint-imports --no-cache
 echo "== pytest"
 status=0
-.venv/bin/pytest -n "${TRIBUTARY_TEST_WORKERS:-2}" --dist loadgroup --durations=30 "$@" || status=$?
+.venv/bin/pytest -n "${TRIBUTARY_TEST_WORKERS:-2}" --dist loadfile --durations=30 "$@" || status=$?
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests" >&2

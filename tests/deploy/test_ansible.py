@@ -52,10 +52,6 @@ from tributary.testing.ports import free_ports
 from tributary.testing.wire import request
 from tributary.testing.zookeeper import serving
 
-# Spark JVMs (the nightly load here) want both cores: one worker runs the files that start them,
-# one after another (tests/fixtures/xdist.py).
-pytestmark = pytest.mark.xdist_group("spark")
-
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_DIR = REPO / "ansible"
 INVENTORY_SCRIPT = ANSIBLE_DIR / "inventories" / "topology.py"

@@ -20,10 +20,6 @@ from tributary.deploy.audit.model import Row as AuditRow
 
 from .topologies import write_topology
 
-# Spark JVMs want both cores: one worker runs the files that start them, one after another
-# (tests/fixtures/xdist.py).
-pytestmark = pytest.mark.xdist_group("spark")
-
 EVENTS = 3000
 
 

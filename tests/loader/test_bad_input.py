@@ -5,16 +5,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tributary.testing.cluster import Cluster
 from tributary.testing.ports import free_port
 
 from .conftest import create_topics, load_command, run_load, unique
-
-# Spark JVMs want both cores: one worker runs the files that start them, one after another
-# (tests/fixtures/xdist.py).
-pytestmark = pytest.mark.xdist_group("spark")
 
 
 def tributary_load(*args: str) -> subprocess.CompletedProcess[str]:

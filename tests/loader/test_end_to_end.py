@@ -17,10 +17,6 @@ from tributary.testing.cluster import Cluster
 
 from .conftest import Produced, create_topics, loaded_keys, manifests, produce, read_warehouse, run_load, unique
 
-# Spark JVMs want both cores: one worker runs the files that start them, one after another
-# (tests/fixtures/xdist.py).
-pytestmark = pytest.mark.xdist_group("spark")
-
 HOUR_MS = 3_600_000
 # 2024-03-01 21:00 UTC: records spread over 30 hours cross two date boundaries.
 FIRST_MS = int(datetime(2024, 3, 1, 21, tzinfo=UTC).timestamp() * 1000)

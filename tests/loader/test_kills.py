@@ -15,8 +15,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from tributary.testing.cluster import Cluster
 
 from .conftest import (
@@ -29,10 +27,6 @@ from .conftest import (
     run_load,
     unique,
 )
-
-# Spark JVMs want both cores: one worker runs the files that start them, one after another
-# (tests/fixtures/xdist.py).
-pytestmark = pytest.mark.xdist_group("spark")
 
 FIRST_MS = 1_709_326_800_000
 KILLED = -signal.SIGKILL

@@ -8,16 +8,10 @@ import re
 import time
 from pathlib import Path
 
-import pytest
-
 from tributary.client.blocking import BlockingFetcher
 from tributary.testing.cluster import Cluster
 
 from .conftest import create_topics, loaded_keys, manifests, produce, run_load, unique
-
-# Spark JVMs want both cores: one worker runs the files that start them, one after another
-# (tests/fixtures/xdist.py).
-pytestmark = pytest.mark.xdist_group("spark")
 
 
 def wait_for_earliest_above(bootstrap: str, topic: str, offset: int, timeout: float = 30.0) -> int:

@@ -32,10 +32,6 @@ from .conftest import (
 )
 from .spark_standalone import SparkStandalone, spark_standalone
 
-# Spark JVMs want both cores: one worker runs the files that start them, one after another
-# (tests/fixtures/xdist.py).
-pytestmark = pytest.mark.xdist_group("spark")
-
 FIRST_MS = 1_709_326_800_000
 PAUSE_TIMEOUT = 180.0
 
