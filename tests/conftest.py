@@ -1,10 +1,12 @@
 """Suite-wide fixtures: containers where Docker answers (tests/fixtures/containers.py), the ZooKeeper
-server (tests/fixtures/zookeeper.py) and its report header, the brokers, and ``--long``
-(tests/fixtures/schedules.py)."""
+server (tests/fixtures/zookeeper.py) and its report header, the brokers, ``--long``
+(tests/fixtures/schedules.py), and the suite spread over pytest-xdist's workers
+(tests/fixtures/xdist.py)."""
 
 pytest_plugins = [
     "tests.fixtures.containers",
     "tests.fixtures.zookeeper",
     "tests.fixtures.brokers",
     "tests.fixtures.schedules",
+    "tests.fixtures.xdist",
 ]
