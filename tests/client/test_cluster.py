@@ -28,6 +28,7 @@ from tributary.protocol.records import build_batch
 from tributary.testing.cluster import Cluster as Brokers
 from tributary.testing.cluster import start_cluster
 from tributary.testing.ports import free_port
+from tributary.testing.wire import request as wire_request
 
 from .conftest import topic_name
 
@@ -195,5 +196,16 @@ async def test_metadata_follows_leadership_when_a_broker_dies_and_returns(three_
         await trio.to_thread.run_sync(victim.start)
         await trio.to_thread.run_sync(victim.wait_ready, 3)
         await cluster.wait_for_metadata(lambda m: m.leader(topic, victim_partition) == victim_id, timeout=30)
+        # Another broker may learn of the election before the victim does (each follows
+        # ZooKeeper on its own): produce once the victim itself names itself leader.
+        ask = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+        )
+        with trio.fail_after(30):
+            while True:
+                answer = await trio.to_thread.run_sync(wire_request, victim.address, ask, 4)
+                if {p.partition_index: p.leader_id for p in answer.topics[0].partitions}[victim_partition] == victim_id:
+                    break
+                await trio.sleep(0.05)
         result = await raw.produce_partition(topic, victim_partition, build_batch([(None, b"d", (), None)]))
         assert result.base_offset == 1
