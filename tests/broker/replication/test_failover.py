@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,55 +205,6 @@ def preferred_lead(cluster: Cluster, topic: str) -> bool:
     return all(leader == replicas[0] for leader, _, replicas, _ in states.values())
 
 
-class SequencedProducer:
-    """confluent-kafka, acks=all and idempotent, sending numbered records from a thread."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.history = History()
-        self.topic = topic
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.producer = Producer(
-            {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-             "linger.ms": 2, "message.timeout.ms": 120_000, "topic.metadata.refresh.interval.ms": 1000}
-        )  # fmt: skip
-        self._thread = threading.Thread(target=self._run)
-
-    def __enter__(self) -> SequencedProducer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        assert self.producer.flush(60) == 0
-
-    def acknowledged(self) -> int:
-        with self._lock:
-            return len(self.history.acknowledged)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with self._lock:
-                sequence, value = self.history.next_value()
-
-            def delivered(err: KafkaError | None, msg: object, sequence: int = sequence) -> None:
-                with self._lock:
-                    if err is None:
-                        self.history.acknowledge(sequence, msg.partition(), msg.offset())  # type: ignore[attr-defined]
-                    else:
-                        self.history.fail(sequence, str(err))
-
-            while True:
-                try:
-                    self.producer.produce(self.topic, value, on_delivery=delivered)
-                    break
-                except BufferError:
-                    self.producer.poll(0.05)
-            self.producer.poll(0)
-            time.sleep(0.001)
-
-
 def test_controlled_shutdown_costs_producers_nothing_and_leaders_come_back(cluster: Cluster) -> None:
     """A rolling restart: each broker stopped with SIGTERM hands its leaderships over first, so
     an acks=all producer sees no error; the restarted broker gets its preferred leaderships
@@ -262,7 +212,7 @@ def test_controlled_shutdown_costs_producers_nothing_and_leaders_come_back(clust
     topic = "rolling"
     create_topic(cluster.bootstrap, topic, 3)
     wait_for(lambda: fully_replicated(cluster, topic), 30, "ISR of 3")
-    with SequencedProducer(cluster.bootstrap, topic) as producer:
+    with BackgroundProducer(cluster.bootstrap, topic) as producer:
         for broker in cluster.brokers:
             led_before = producer.acknowledged()
             assert broker.stop() == 0
