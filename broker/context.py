@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tributary.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from tributary.protocol.headers import RequestEnvelope
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ class RequestContext:
     broker: Broker
     envelope: RequestEnvelope
     peer: str
+    # Who sent it: what the connection's authentication established (ANONYMOUS until then).
+    principal: KafkaPrincipal = ANONYMOUS
     # Run once the response has been sent, or the connection died: releases the
     # log segments a fetch pinned for sendfile.
     after_send: list[Callable[[], None]] = field(default_factory=list)
