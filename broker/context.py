@@ -57,13 +57,15 @@ class RequestContext:
             ResourcePattern(resource_type, name, PatternType.LITERAL), log_denied=log_denied,
         )  # fmt: skip
 
-    def authorize_cluster(self, operation: AclOperation) -> bool:
-        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+    def authorize_cluster(self, operation: AclOperation, *, log_denied: bool = True) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=log_denied)
 
     def authorized(
         self, operation: AclOperation, resource_type: ResourceType, names: Iterable[str], *, log_denied: bool = True
     ) -> set[str]:
         """The names among ``names`` the principal may perform ``operation`` on (each asked once)."""
+        if not self.broker.authorizer.enabled:
+            return set(names)
         return {n for n in set(names) if self.authorize(operation, resource_type, n, log_denied=log_denied)}
 
     def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:

@@ -94,6 +94,11 @@ class ZkAclStore:
         """Every ACL as this broker knows them now."""
         return self._index
 
+    @property
+    def zk_client_id(self) -> tuple[int, bytes] | None:
+        """(session id, password) of the store's ZooKeeper session; for fault-injection tests."""
+        return None if self._session is None else self._session.client_id
+
     # ---- lifecycle
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
