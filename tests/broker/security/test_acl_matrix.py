@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -852,3 +853,20 @@ def test_denials_are_counted_by_api_operation_and_resource_type(stage: Stage) ->
 
 async def _scrape(broker: Any) -> str:
     return generate_latest(broker.metrics.registry).decode()
+
+
+def test_without_an_authorizer_everything_is_allowed_and_the_acl_apis_say_so(
+    zookeeper_server: ZooKeeperServer, tmp_path: Path
+) -> None:
+    with InProcessBroker(server_chroot(zookeeper_server, "open"), tmp_path / "data") as broker:
+        stage = Stage(broker)
+        stage.create_topic(ORDERS)  # alice may do anything: no authorizer
+        assert stage.produce(ALICE, {ORDERS: batch(b"open")}) == {ORDERS: E.NONE}
+        described = stage.ask(ALICE, m.DescribeAclsRequest(**_acl_filter(ORDERS)))
+        assert (described.error_code, described.error_message) == (E.SECURITY_DISABLED, "no authorizer is configured")
+        created = stage.ask(ALICE, m.CreateAclsRequest(creations=[_some_acl(ORDERS)]))
+        assert [r.error_code for r in created.results] == [E.SECURITY_DISABLED]
+        deleted = stage.ask(
+            ALICE, m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(**_acl_filter(ORDERS))])
+        )
+        assert [r.error_code for r in deleted.filter_results] == [E.SECURITY_DISABLED]
