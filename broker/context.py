@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tributary.broker.security.principal import ANONYMOUS, KafkaPrincipal
-from tributary.protocol.acl import CLUSTER_NAME, AclOperation, PatternType, ResourcePattern, ResourceType
+from tributary.protocol.acl import (
+    CLUSTER_NAME,
+    OPERATIONS_OF,
+    AclOperation,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from tributary.protocol.headers import RequestEnvelope
 
 if TYPE_CHECKING:
@@ -67,6 +74,13 @@ class RequestContext:
         if not self.broker.authorizer.enabled:
             return set(names)
         return {n for n in set(names) if self.authorize(operation, resource_type, n, log_denied=log_denied)}
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """The bit field Metadata and DescribeGroups answer when asked for the "authorized
+        operations": bit ``op`` set for each operation of the type the principal may perform."""
+        return sum(
+            1 << op for op in OPERATIONS_OF[resource_type] if self.authorize(op, resource_type, name, log_denied=False)
+        )
 
     def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """Whether the principal may perform ``operation`` on some resource of the type."""

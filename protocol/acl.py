@@ -113,6 +113,22 @@ class AclPermissionType(_Named):
     ALLOW = 3
 
 
+_Op = AclOperation
+#: The operations each resource type has (Kafka's AclEntry.supportedOperations): what kafka-acls
+#: accepts for it, and what a response's "authorized operations" bit field may hold.
+OPERATIONS_OF: dict[ResourceType, frozenset[AclOperation]] = {
+    ResourceType.TOPIC: frozenset(
+        {_Op.READ, _Op.WRITE, _Op.CREATE, _Op.DESCRIBE, _Op.DELETE, _Op.ALTER, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS}
+    ),
+    ResourceType.GROUP: frozenset({_Op.READ, _Op.DESCRIBE, _Op.DELETE}),
+    ResourceType.CLUSTER: frozenset(
+        {_Op.CREATE, _Op.CLUSTER_ACTION, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS, _Op.IDEMPOTENT_WRITE, _Op.ALTER}
+        | {_Op.DESCRIBE}
+    ),
+    ResourceType.TRANSACTIONAL_ID: frozenset({_Op.DESCRIBE, _Op.WRITE}),
+}
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class ResourcePattern:
     """What an ACL is about: a resource type and a name, literally or as a prefix."""

@@ -38,4 +38,9 @@ def _describe(ctx: RequestContext, group_id: str) -> DescribeGroupsResponse.Desc
 
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    return DescribeGroupsResponse(groups=[_describe(ctx, g) for g in request.groups])
+    groups = [_describe(ctx, g) for g in request.groups]
+    if request.include_authorized_operations:
+        for group in groups:
+            if group.error_code == ErrorCode.NONE:
+                group.authorized_operations = ctx.authorized_operations(ResourceType.GROUP, group.group_id)
+    return DescribeGroupsResponse(groups=groups)

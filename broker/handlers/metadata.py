@@ -21,7 +21,7 @@ from tributary.broker.cluster.model import ClusterSnapshot, TopicInfo
 from tributary.broker.context import RequestContext
 from tributary.broker.group.placement import OFFSETS_TOPIC
 from tributary.broker.topics import colliding_topics, topic_name_error
-from tributary.protocol.acl import AclOperation, ResourceType
+from tributary.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import MetadataRequest, MetadataResponse
 
@@ -127,7 +127,15 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         allow_create = broker.config.auto_create_topics and (ctx.api_version < 4 or request.allow_auto_topic_creation)
         topics = [await _describe(ctx, t.name, allow_create) for t in request.topics if t.name is not None]
         snapshot = broker.snapshot()
+    if request.include_topic_authorized_operations:
+        for topic in topics:
+            if topic.error_code == ErrorCode.NONE and topic.name is not None:
+                topic.topic_authorized_operations = ctx.authorized_operations(ResourceType.TOPIC, topic.name)
+    cluster_operations = -(2**31)  # Kafka's "not asked for"
+    if request.include_cluster_authorized_operations:
+        cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return MetadataResponse(
+        cluster_authorized_operations=cluster_operations,
         brokers=[
             MetadataResponse.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
             for b in sorted(snapshot.brokers.values(), key=lambda b: b.id)

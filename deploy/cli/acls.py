@@ -35,6 +35,7 @@ from tributary.deploy.cli.admin_options import FAILED, USAGE, CommandError, add_
 from tributary.deploy.tables import render_table, to_json
 from tributary.protocol.acl import (
     CLUSTER_NAME,
+    OPERATIONS_OF,
     WILDCARD_HOST,
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -49,18 +50,8 @@ from tributary.protocol.acl import (
 )
 
 Op = AclOperation
-#: The operations each resource type has, as kafka-acls checks them (AclEntry.supportedOperations).
-SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
-    ResourceType.TOPIC: frozenset(
-        {Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.ALL}
-    ),
-    ResourceType.GROUP: frozenset({Op.READ, Op.DESCRIBE, Op.DELETE, Op.ALL}),
-    ResourceType.CLUSTER: frozenset(
-        {Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER}
-        | {Op.DESCRIBE, Op.ALL}
-    ),
-    ResourceType.TRANSACTIONAL_ID: frozenset({Op.DESCRIBE, Op.WRITE, Op.ALL}),
-}
+#: The operations each resource type has, as kafka-acls checks them: Kafka's list, and All.
+SUPPORTED_OPERATIONS = {kind: ops | {Op.ALL} for kind, ops in OPERATIONS_OF.items()}
 #: Client properties ``--command-config`` accepts (the security ones come with authentication).
 COMMAND_CONFIG_KEYS = frozenset({"bootstrap.servers"})
 

@@ -870,3 +870,25 @@ def test_without_an_authorizer_everything_is_allowed_and_the_acl_apis_say_so(
             ALICE, m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(**_acl_filter(ORDERS))])
         )
         assert [r.error_code for r in deleted.filter_results] == [E.SECURITY_DISABLED]
+
+
+def test_authorized_operations_as_metadata_and_describe_groups_report_them(
+    stage: Stage, acls: Callable[..., None]
+) -> None:
+    acls(grant(TOPIC, ORDERS, Op.READ), grant(GROUP, BILLING, Op.DELETE), grant(CLUSTER, CLUSTER_NAME, Op.DESCRIBE))
+    asked = m.MetadataRequest(
+        topics=[m.MetadataRequest.MetadataRequestTopic(name=ORDERS)],
+        include_cluster_authorized_operations=True,
+        include_topic_authorized_operations=True,
+    )
+    metadata = stage.ask(ALICE, asked)
+    # Read implies Describe; Describe on the Cluster is all alice has there.
+    assert metadata.topics[0].topic_authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
+    assert metadata.cluster_authorized_operations == 1 << Op.DESCRIBE
+    # Not asked for: Kafka's INT32_MIN.
+    plain = stage.ask(ALICE, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=ORDERS)]))
+    assert plain.topics[0].topic_authorized_operations == plain.cluster_authorized_operations == -(2**31)
+    group = stage.ask(ALICE, m.DescribeGroupsRequest(groups=[BILLING], include_authorized_operations=True)).groups[0]
+    assert group.authorized_operations == (1 << Op.DELETE) | (1 << Op.DESCRIBE)
+    admin = stage.ask(ADMIN, m.DescribeGroupsRequest(groups=[BILLING], include_authorized_operations=True)).groups[0]
+    assert admin.authorized_operations == sum(1 << op for op in (Op.READ, Op.DESCRIBE, Op.DELETE))
