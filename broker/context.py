@@ -7,14 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tributary.broker.security.principal import ANONYMOUS, KafkaPrincipal
-from tributary.protocol.acl import (
-    CLUSTER_NAME,
-    OPERATIONS_OF,
-    AclOperation,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from tributary.protocol.acl import CLUSTER_NAME, OPERATIONS_OF, AclOperation, ResourceType
 from tributary.protocol.headers import RequestEnvelope
 
 if TYPE_CHECKING:
@@ -60,8 +53,8 @@ class RequestContext:
         ``log_denied=False`` when a refusal only filters what the answer shows (the topics of
         an all-topics Metadata), rather than refusing something the request named."""
         return self.broker.authorizer.authorize(
-            self.principal, self.host, self.envelope.api_key, operation,
-            ResourcePattern(resource_type, name, PatternType.LITERAL), log_denied=log_denied,
+            self.principal, self.host, operation, resource_type, name,
+            api_key=self.envelope.api_key, log_denied=log_denied,
         )  # fmt: skip
 
     def authorize_cluster(self, operation: AclOperation, *, log_denied: bool = True) -> bool:

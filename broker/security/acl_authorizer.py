@@ -27,7 +27,7 @@ from tributary.broker.security.authorizer import AclIndex, authorize, authorize_
 from tributary.broker.security.authorizer_config import AuthorizerConfig
 from tributary.broker.security.authorizer_metrics import AuthorizerMetrics
 from tributary.broker.security.principal import KafkaPrincipal
-from tributary.protocol.acl import AclOperation, PatternType, ResourcePattern, ResourceType
+from tributary.protocol.acl import AclOperation, ResourcePattern, ResourceType
 
 audit = logging.getLogger("tributary.broker.authorizer")
 
@@ -71,20 +71,21 @@ class AclAuthorizer:
         self,
         principal: KafkaPrincipal,
         host: str,
-        api_key: int,
         operation: AclOperation,
-        resource: ResourcePattern,
+        resource_type: ResourceType,
+        name: str,
         *,
+        api_key: int,
         log_denied: bool = True,
     ) -> bool:
-        """Whether the request may perform ``operation`` on ``resource``; a refusal of something
+        """Whether the request may perform ``operation`` on the resource; a refusal of something
         the request named (``log_denied``) is logged and counted."""
         store = self.store
         if store is None:
             return True
         config = self.config
         decision = authorize(
-            principal, host, operation, resource, store.acls,
+            principal, host, operation, resource_type, name, acls=store.acls,
             super_users=config.super_users,
             allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
         )  # fmt: skip
@@ -92,11 +93,11 @@ class AclAuthorizer:
             self.metrics.count_allowed()
         elif log_denied:
             api = api_name(api_key)
-            self.metrics.count_denied(api, operation, resource.resource_type)
+            self.metrics.count_denied(api, operation, resource_type)
             self._denials.note(
                 str(principal),
                 f"Principal = {principal} is Denied Operation = {operation.kafka_name} from host = {host} "
-                f"on resource = {resource} for request = {api} ({decision.reason.value})",
+                f"on resource = {ResourcePattern(resource_type, name)} for request = {api} ({decision.reason.value})",
             )
         return decision.allowed
 
@@ -112,8 +113,3 @@ class AclAuthorizer:
             super_users=self.config.super_users,
             allow_everyone_if_no_acl_found=self.config.allow_everyone_if_no_acl_found,
         )  # fmt: skip
-
-
-def literal(resource_type: ResourceType, name: str) -> ResourcePattern:
-    """The resource itself, as the authorizer takes it."""
-    return ResourcePattern(resource_type, name, PatternType.LITERAL)

@@ -45,16 +45,19 @@ _IMPLIED_BY: Mapping[AclOperation, frozenset[AclOperation]] = {
     AclOperation.DESCRIBE: frozenset({AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER}),
     AclOperation.DESCRIBE_CONFIGS: frozenset({AclOperation.ALTER_CONFIGS}),
 }
+#: Worked out once: the decision runs for every topic of every produce and fetch.
+_GRANTING = {op: frozenset({op, AclOperation.ALL}) | _IMPLIED_BY.get(op, frozenset()) for op in AclOperation}
+_DENYING = {op: frozenset({op, AclOperation.ALL}) for op in AclOperation}
 
 
 def granting_operations(operation: AclOperation) -> frozenset[AclOperation]:
     """The operations an ALLOW entry may name to grant ``operation``."""
-    return frozenset({operation, AclOperation.ALL}) | _IMPLIED_BY.get(operation, frozenset())
+    return _GRANTING[operation]
 
 
 def denying_operations(operation: AclOperation) -> frozenset[AclOperation]:
     """The operations a DENY entry may name to refuse ``operation``: no implications."""
-    return frozenset({operation, AclOperation.ALL})
+    return _DENYING[operation]
 
 
 class Reason(Enum):
@@ -82,21 +85,26 @@ class Decision:
 
 
 class AclIndex:
-    """Every ACL, by resource pattern, immutable. Besides the mapping it keeps, per resource
-    type, the lengths of its PREFIXED patterns' names, so that finding the prefixes of a name
-    costs one lookup per distinct length rather than one per character (or a scan)."""
+    """Every ACL, by resource pattern, immutable. Decisions look entries up by plain names: per
+    resource type, a map of LITERAL names and one of PREFIXED names, plus the lengths of the
+    PREFIXED names, so that finding the prefixes of a name costs one lookup per distinct length
+    rather than one per character (or a scan)."""
 
-    __slots__ = ("_acls", "_prefix_lengths")
+    __slots__ = ("_acls", "_literal", "_prefix_lengths", "_prefixed")
 
     def __init__(self, acls: Mapping[ResourcePattern, frozenset[AccessControlEntry]] | None = None) -> None:
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {
             pattern: entries for pattern, entries in (acls or {}).items() if entries
         }
-        lengths: dict[ResourceType, set[int]] = {}
-        for pattern in self._acls:
-            if pattern.pattern_type == PatternType.PREFIXED:
-                lengths.setdefault(pattern.resource_type, set()).add(len(pattern.name))
-        self._prefix_lengths = {kind: tuple(sorted(found)) for kind, found in lengths.items()}
+        # Keyed by the type's plain int: an IntEnum hashes in Python, an int in C.
+        self._literal: dict[int, dict[str, frozenset[AccessControlEntry]]] = {}
+        self._prefixed: dict[int, dict[str, frozenset[AccessControlEntry]]] = {}
+        for pattern, entries in self._acls.items():
+            by_name = self._literal if pattern.pattern_type == PatternType.LITERAL else self._prefixed
+            by_name.setdefault(int(pattern.resource_type), {})[pattern.name] = entries
+        self._prefix_lengths = {
+            kind: tuple(sorted({len(name) for name in names})) for kind, names in self._prefixed.items()
+        }
 
     @classmethod
     def of(cls, bindings: Iterable[AclBinding]) -> AclIndex:
@@ -143,17 +151,32 @@ class AclIndex:
                 if binding_filter is None or binding_filter.entry.matches(entry):
                     yield AclBinding(pattern, entry)
 
-    def applicable(self, resource_type: ResourceType, name: str) -> Iterator[AccessControlEntry]:
+    def applicable(self, resource_type: ResourceType, name: str) -> list[AccessControlEntry]:
         """The entries of every pattern that applies to the resource: its literal name, the
         literal wildcard, and each PREFIXED pattern the name starts with."""
-        acls = self._acls
-        yield from acls.get(ResourcePattern(resource_type, WILDCARD_RESOURCE, PatternType.LITERAL), ())
-        if name != WILDCARD_RESOURCE:
-            yield from acls.get(ResourcePattern(resource_type, name, PatternType.LITERAL), ())
-        for length in self._prefix_lengths.get(resource_type, ()):
-            if length > len(name):
-                break
-            yield from acls.get(ResourcePattern(resource_type, name[:length], PatternType.PREFIXED), ())
+        found: list[AccessControlEntry] = []
+        kind = int(resource_type)
+        literal = self._literal.get(kind)
+        if literal:
+            found += literal.get(WILDCARD_RESOURCE, ())
+            if name != WILDCARD_RESOURCE:
+                found += literal.get(name, ())
+        prefixed = self._prefixed.get(kind)
+        if prefixed:
+            for length in self._prefix_lengths[kind]:
+                if length > len(name):
+                    break
+                found += prefixed.get(name[:length], ())
+        return found
+
+
+# One of each, made once.
+_SUPER_USER = Decision(Reason.SUPER_USER)
+_ALLOWED = Decision(Reason.ALLOWED_BY_ACL)
+_EVERYONE = Decision(Reason.NO_ACL_EVERYONE_ALLOWED)
+_NO_ACL = Decision(Reason.NO_ACL)
+_DENIED = Decision(Reason.DENIED_BY_ACL)
+_NO_ALLOW = Decision(Reason.NO_MATCHING_ALLOW)
 
 
 def _matches(entry: AccessControlEntry, principal: str, host: str, operations: frozenset[AclOperation]) -> bool:
@@ -168,29 +191,28 @@ def authorize(
     principal: KafkaPrincipal,
     host: str,
     operation: AclOperation,
-    resource: ResourcePattern,
-    acls: AclIndex,
+    resource_type: ResourceType,
+    name: str,
     *,
+    acls: AclIndex,
     super_users: Collection[KafkaPrincipal] = (),
     allow_everyone_if_no_acl_found: bool = False,
 ) -> Decision:
     """Whether ``principal`` connected from ``host`` (an IP address) may perform ``operation`` on
-    ``resource`` (a LITERAL pattern: the resource itself); see the module's docstring for the rules."""
-    if resource.pattern_type != PatternType.LITERAL:
-        raise ValueError(f"only a resource is authorized, not a {resource.pattern_type.name} pattern")
+    the resource ``resource_type`` named ``name``; see the module's docstring for the rules."""
     if principal in super_users:
-        return Decision(Reason.SUPER_USER)
-    applicable = list(acls.applicable(resource.resource_type, resource.name))
+        return _SUPER_USER
+    applicable = acls.applicable(resource_type, name)
     if not applicable:
-        return Decision(Reason.NO_ACL_EVERYONE_ALLOWED if allow_everyone_if_no_acl_found else Reason.NO_ACL)
+        return _EVERYONE if allow_everyone_if_no_acl_found else _NO_ACL
     who = str(principal)
-    denying = denying_operations(operation)
+    denying = _DENYING[operation]
     if any(e.permission_type == AclPermissionType.DENY and _matches(e, who, host, denying) for e in applicable):
-        return Decision(Reason.DENIED_BY_ACL)
-    granting = granting_operations(operation)
+        return _DENIED
+    granting = _GRANTING[operation]
     if any(e.permission_type == AclPermissionType.ALLOW and _matches(e, who, host, granting) for e in applicable):
-        return Decision(Reason.ALLOWED_BY_ACL)
-    return Decision(Reason.NO_MATCHING_ALLOW)
+        return _ALLOWED
+    return _NO_ALLOW
 
 
 def authorize_any(
@@ -211,7 +233,7 @@ def authorize_any(
     if principal in super_users:
         return True
     who = str(principal)
-    operations = denying_operations(operation)
+    operations = _DENYING[operation]
     allows: list[ResourcePattern] = []
     deny_literals: set[str] = set()
     deny_prefixes: set[str] = set()

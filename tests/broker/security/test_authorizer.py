@@ -67,7 +67,7 @@ class Acls:
         everyone: bool = False,
     ) -> bool:
         decision = authorize(
-            principal, host, operation, resource, self.index,
+            principal, host, operation, resource.resource_type, resource.name, acls=self.index,
             super_users=SUPER_USERS, allow_everyone_if_no_acl_found=everyone,
         )  # fmt: skip
         return decision.allowed
@@ -90,11 +90,6 @@ PREFIXED_FOO = ResourcePattern(TOPIC, "foo", PREFIXED)
 CLUSTER_RESOURCE = ResourcePattern(CLUSTER, CLUSTER_NAME, LITERAL)
 
 # --- AclAuthorizerTest ---------------------------------------------------------------------------
-
-
-def test_authorize_refuses_a_pattern_that_is_not_a_resource() -> None:
-    with pytest.raises(ValueError, match="PREFIXED"):
-        Acls().allows(ALICE, "192.168.0.1", READ, ResourcePattern(TOPIC, "something", PREFIXED))
 
 
 def test_empty_resource_name() -> None:
@@ -349,7 +344,9 @@ def test_by_resource_type_with_all_operation_and_hosts() -> None:
 
 def test_decisions_say_why() -> None:
     acls = Acls()
-    decide = lambda who: authorize(who, HOST1, READ, RESOURCE, acls.index, super_users=SUPER_USERS)  # noqa: E731
+    decide = lambda who: authorize(  # noqa: E731
+        who, HOST1, READ, TOPIC, RESOURCE.name, acls=acls.index, super_users=SUPER_USERS
+    )
     assert decide(ALICE).reason == Reason.NO_ACL
     acls.add(RESOURCE, ace(USER2, WILDCARD_HOST, READ, ALLOW), ace(USER1, WILDCARD_HOST, READ, DENY))
     assert decide(ALICE).reason == Reason.NO_MATCHING_ALLOW
@@ -422,16 +419,10 @@ def reference(asked: Asked, acls: list[AclBinding], everyone: bool) -> bool:
 
 
 def decide(asked: Asked, index: AclIndex, everyone: bool) -> bool:
-    resource = ResourcePattern(asked.kind, asked.name)
     decision = authorize(
-        asked.principal,
-        asked.host,
-        asked.op,
-        resource,
-        index,
-        super_users=ROOT,
-        allow_everyone_if_no_acl_found=everyone,
-    )
+        asked.principal, asked.host, asked.op, asked.kind, asked.name,
+        acls=index, super_users=ROOT, allow_everyone_if_no_acl_found=everyone,
+    )  # fmt: skip
     return decision.allowed
 
 
