@@ -2,10 +2,11 @@
 the Cluster).
 
 Each creation gets its own answer: INVALID_REQUEST with the reason for a binding that cannot be
-stored (an unknown or filter-only code, an empty name, a Cluster not named ``kafka-cluster``, a
-principal not of the form ``TYPE:NAME``), UNKNOWN_SERVER_ERROR when ZooKeeper could not take it,
-NONE otherwise (also for an ACL that already existed). The answer comes once this broker's cache
-holds the new ACLs; the other brokers hear of them through their watches.
+stored (an unknown or filter-only code, an empty name or one ZooKeeper cannot hold, a Cluster not
+named ``kafka-cluster``, a principal not of the form ``TYPE:NAME``), UNKNOWN_SERVER_ERROR when
+ZooKeeper could not take it, NONE otherwise (also for an ACL that already existed). The answer
+comes once this broker's cache holds the new ACLs; the other brokers hear of them through their
+watches.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsR
             resource_type=c.resource_type, name=c.resource_name, pattern_type=c.resource_pattern_type,
             principal=c.principal, host=c.host, operation=c.operation, permission=c.permission_type,
         )  # fmt: skip
-        if (why := binding_error(binding)) is not None:
+        if (why := binding_error(binding) or store.name_error(binding.pattern.name)) is not None:
             results[index] = Result(error_code=ErrorCode.INVALID_REQUEST, error_message=why)
         else:
             valid.append((index, binding))

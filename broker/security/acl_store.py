@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import trio
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, ZookeeperError
 
 from tributary.broker.cluster.errors import ClusterError, ZooKeeperUnavailableError
 from tributary.broker.cluster.session import CONNECTION_ERRORS, ChangeNotifier, ZkSession
@@ -233,6 +233,9 @@ class ZkAclStore:
         await self._purge(session)
 
     async def _reread(self, session: ZkSession, pattern: ResourcePattern) -> None:
+        if (why := znodes.name_error(pattern.name)) is not None:
+            logger.warning("ignoring an ACL change node naming %s: %s", pattern, why)
+            return
         async with self._lock:
             node = await session.get_or_none(znodes.resource_path(pattern))
             entries = frozenset() if node is None else self._decoded(pattern, node[0])
@@ -251,6 +254,11 @@ class ZkAclStore:
 
     # ---- writing
 
+    @staticmethod
+    def name_error(name: str) -> str | None:
+        """Why a resource of this name cannot be stored here (ZooKeeper's node names), or None."""
+        return znodes.name_error(name)
+
     def _require_session(self) -> ZkSession:
         session = self._session
         if session is None:
@@ -265,6 +273,10 @@ class ZkAclStore:
             by_pattern.setdefault(binding.pattern, []).append(index)
         results: list[str | None] = [None] * len(bindings)
         for pattern, indexes in by_pattern.items():
+            if (why := znodes.name_error(pattern.name)) is not None:
+                for i in indexes:
+                    results[i] = why
+                continue
             adding = frozenset(bindings[i].entry for i in indexes)
 
             def added(current: Entries, adding: Entries = adding) -> Entries:
@@ -284,7 +296,7 @@ class ZkAclStore:
         this broker has not heard of yet)."""
         patterns: dict[ResourcePattern, None] = dict.fromkeys(self._index.patterns)
         for f in filters:
-            if f.pattern.matches_at_most_one and f.pattern.name is not None:
+            if f.pattern.matches_at_most_one and f.pattern.name is not None and not znodes.name_error(f.pattern.name):
                 patterns[ResourcePattern(f.pattern.resource_type, f.pattern.name, f.pattern.pattern_type)] = None
         deleted: list[list[tuple[AclBinding, str | None]]] = [[] for _ in filters]
         for pattern in patterns:
@@ -332,6 +344,8 @@ class ZkAclStore:
                     logger.info("writing the ACLs of %s: %s; retrying once ZooKeeper answers", pattern, exc)
                     uncertain = True
                     await session.wait_state_change(state_version)
+                except ZookeeperError as exc:
+                    raise AclWriteError(f"ZooKeeper refused the ACLs of {pattern}: {type(exc).__name__}") from exc
                 else:
                     return
         raise AclWriteError(f"could not write the ACLs of {pattern} within {self._write_timeout:g} s")

@@ -55,6 +55,23 @@ class MalformedAclNodeError(ValueError):
     """An ACL node, change node or path that is not in Kafka's shape."""
 
 
+def _forbidden(ch: str) -> bool:
+    # ZooKeeper's PathUtils.validatePath: control characters, surrogates and private use, and
+    # the last sixteen code points of the basic plane.
+    code = ord(ch)
+    return code < 0x20 or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xF8FF or 0xFFF0 <= code <= 0xFFFF
+
+
+def name_error(name: str) -> str | None:
+    """Why ``name`` cannot be a ZooKeeper node under a resource type, or None. Kafka does not check
+    (ZooKeeper refuses the write); checking first gives the creation a clear reason."""
+    if name in (".", ".."):
+        return f"resource name {name!r} cannot be a ZooKeeper node"
+    if any(_forbidden(ch) for ch in name):
+        return f"resource name {name!r} holds a character ZooKeeper does not allow in a node name"
+    return None
+
+
 def resource_path(pattern: ResourcePattern) -> str:
     return f"{ROOTS[pattern.pattern_type]}/{pattern.resource_type.kafka_name}/{pattern.name}"
 

@@ -798,6 +798,8 @@ def test_creations_that_cannot_be_stored_are_refused_one_by_one(stage: Stage) ->
                                         principal="User:bob", host="*", operation=1, permission_type=3),
         m.CreateAclsRequest.AclCreation(resource_type=2, resource_name="a/b", resource_pattern_type=3,
                                         principal="User:bob", host="*", operation=3, permission_type=3),
+        m.CreateAclsRequest.AclCreation(resource_type=3, resource_name="..", resource_pattern_type=3,
+                                        principal="User:bob", host="*", operation=3, permission_type=3),
     ]  # fmt: skip
     response = stage.ask(ADMIN, m.CreateAclsRequest(creations=[good, *bad]))
     assert [r.error_code for r in response.results] == [E.NONE] + [E.INVALID_REQUEST] * len(bad)

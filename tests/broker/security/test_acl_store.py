@@ -240,3 +240,19 @@ async def test_writing_needs_a_running_store(zookeeper: ZooKeeperHandle) -> None
         [AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC, "orders", PatternType.LITERAL))]
     )
     assert deleted.deleted == ()
+
+
+async def test_names_zookeeper_cannot_hold_are_refused_and_named_changes_ignored(zookeeper: ZooKeeperHandle) -> None:
+    async with running(zookeeper) as store, Zk(zookeeper.hosts) as zk:
+        names = ["..", ".", "a\x00b", "tab\there", "\ufff5"]
+        errors = await store.create([AclBinding(ResourcePattern(ResourceType.TOPIC, n), READ_ALICE) for n in names])
+        assert all(error is not None and "ZooKeeper" in error for error in errors), errors
+        # A change node naming such a resource (a foreign tool's) is skipped; the store keeps following.
+        await zk.run(zk.client.create, "/kafka-acl-changes/acl_changes_", b"Topic:..", sequence=True)
+        await store.create([AclBinding(ORDERS, READ_ALICE)])
+        async with running(zookeeper) as other:
+            await zk.run(zk.client.create, "/kafka-acl-changes/acl_changes_", b"Topic:..", sequence=True)
+            await store.create([AclBinding(ORD_PREFIX, WRITE_BOB)])
+            await until(lambda: entries_of(other, ORD_PREFIX) == {WRITE_BOB}, PROPAGATION, "a later change")
+        exact = AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC, "..", PatternType.LITERAL))
+        assert await store.delete([exact]) != []
