@@ -44,6 +44,8 @@ from tributary.protocol.acl import (
 logger = logging.getLogger(__name__)
 
 Entries = frozenset[AccessControlEntry]
+#: Seconds before a refresh ZooKeeper refused (for a reason other than the connection) is tried again.
+RETRY_DELAY = 1.0
 
 
 class AclWriteError(ClusterError):
@@ -151,6 +153,12 @@ class ZkAclStore:
                 logger.debug("ACL refresh interrupted by %s; retrying after reconnection", type(exc).__name__)
                 self._changes_dirty = True
                 await session.wait_state_change(state_version)
+            except ZookeeperError as exc:
+                # Anything else ZooKeeper refuses (a foreign tool's odd node) must not stop the
+                # broker: the ACLs it has keep being used, and the refresh is tried again.
+                logger.warning("ACL refresh failed (%r); trying again in %g s", exc, RETRY_DELAY)
+                self._changes_dirty = True
+                await trio.sleep(RETRY_DELAY)
 
     # ---- reading
 
