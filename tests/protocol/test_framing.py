@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tributary.protocol.errors import FrameTooLargeError, ProtocolError
@@ -72,3 +72,38 @@ def test_oversized_length_is_refused_from_the_prefix() -> None:
     decoder.feed((1025).to_bytes(4, "big"))
     with pytest.raises(FrameTooLargeError):
         decoder.next_length()
+
+
+def test_a_length_prefix_split_over_four_chunks_is_read() -> None:
+    decoder = FrameDecoder()
+    whole = frame(b"abc") + frame(b"")
+    for i in range(len(whole)):
+        decoder.feed(whole[i : i + 1])
+    assert decoder.next_length() == 3
+    assert list(decoder.frames()) == [b"abc", b""]
+    assert decoder.buffered == 0
+
+
+def test_chunks_the_caller_may_reuse_are_copied() -> None:
+    decoder = FrameDecoder()
+    buffer = bytearray(frame(b"hello"))
+    decoder.feed(buffer[:6])
+    view = memoryview(buffer)[6:]
+    decoder.feed(view)
+    buffer[:] = b"x" * len(buffer)
+    assert decoder.next_frame() == b"hello"
+
+
+@settings(max_examples=50, deadline=None)
+@given(sizes=st.lists(st.integers(0, 300_000), max_size=6), chunk=st.integers(1000, 70_000))
+def test_large_frames_come_out_whole_and_as_bytes(sizes: list[int], chunk: int) -> None:
+    payloads = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
+    stream = b"".join(frame(p) for p in payloads)
+    decoder = FrameDecoder(max_frame_size=300_000)
+    out: list[bytes] = []
+    for pos in range(0, len(stream), chunk):
+        decoder.feed(stream[pos : pos + chunk])
+        out.extend(decoder.frames())
+    assert out == payloads
+    assert all(type(p) is bytes for p in out)
+    assert decoder.buffered == 0
