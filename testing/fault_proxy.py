@@ -15,7 +15,10 @@ upstream address (a broker). The link it stands for can be:
   every faulted connection of every route (one link), by a token bucket;
 - **far**: every chunk arrives ``latency`` seconds after it crossed the link, each
   way, without holding back the chunks behind it (the pipe stays full, as on a
-  long link); it combines with a rate cap.
+  long link); with ``jitter``, each chunk is late by a further random share of up
+  to ``jitter`` seconds (uniform, from the proxy's seeded generator), yet never
+  overtakes the chunk before it on its connection, as TCP delivers in order. It
+  combines with a rate cap.
 
 The counters (:class:`Stats`) count a byte when it crosses the link, whether or
 not the far side has read it yet, so a window between two snapshots measures
@@ -35,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import random
 import socket
 import struct
 import threading
@@ -48,8 +52,9 @@ import trio
 MAX_CHUNK = 64 * 1024
 #: A token bucket's burst, as a fraction of its rate: small, so a cap is felt within a second.
 BURST_FRACTION = 0.05
-#: Chunks that crossed the link and wait for their latency to pass, per connection and direction.
-MAX_CHUNKS_IN_FLIGHT = 64
+#: Chunks that crossed the link and wait for their latency to pass, per connection and direction:
+#: at 64 KiB each, 64 MiB, more than a 100 ms link carries at 500 MB/s.
+MAX_CHUNKS_IN_FLIGHT = 1024
 T = TypeVar("T")
 #: A chunk that crossed the link: when it is due at the far side, and its bytes.
 Crossed = tuple[float, bytes | bytearray]
@@ -103,19 +108,23 @@ class Link:
     mode: LinkMode = LinkMode.UP
     rate: float | None = None
     latency: float = 0.0
+    jitter: float = 0.0
     buckets: dict[str, TokenBucket] = field(default_factory=dict)
     changed: trio.Event = field(default_factory=trio.Event)
     #: Bumped on every cut: a connection that saw an older value must be reset.
     cuts: int = 0
 
-    def set(self, mode: LinkMode, rate: float | None = None, latency: float = 0.0) -> None:
+    def set(self, mode: LinkMode, rate: float | None = None, latency: float = 0.0, jitter: float = 0.0) -> None:
         if rate is not None and rate <= 0:
             raise ValueError("rate must be positive")
         if latency < 0:
             raise ValueError("latency must not be negative")
+        if jitter < 0:
+            raise ValueError("jitter must not be negative")
         self.mode = mode
         self.rate = rate
         self.latency = latency
+        self.jitter = jitter
         self.buckets = {} if rate is None else {d: TokenBucket(rate) for d in ("up", "down")}
         if mode is LinkMode.CUT:
             self.cuts += 1
@@ -153,6 +162,21 @@ class LinkCut(Exception):
     """The link was cut under a connection."""
 
 
+class Delay:
+    """When the chunks of one direction of one connection arrive, sans-IO: ``latency`` after
+    they crossed the link, plus up to ``jitter`` drawn from ``rng``, but never before the chunk
+    ahead of them (a stream is delivered in order, however late each packet was)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.last = float("-inf")
+
+    def due(self, crossed_at: float, latency: float, jitter: float) -> float:
+        extra = self.rng.uniform(0.0, jitter) if jitter > 0 else 0.0
+        self.last = max(self.last, crossed_at + latency + extra)
+        return self.last
+
+
 @dataclass
 class Stats:
     """Counters since the proxy started. A snapshot also says when it was taken (``at``, the
@@ -184,19 +208,22 @@ class FaultyProxy:
         *,
         faulted: Callable[[str | None], bool] = lambda _client_id: True,
         host: str = "127.0.0.1",
+        seed: int | None = None,
     ) -> None:
         self.upstreams = list(upstreams)
         self.faulted = faulted
         self.host = host
+        #: Draws the jitter; seeded, a run's delays can be had again.
+        self.random = random.Random(seed)
         self.link = Link()
         self.stats = Stats()
         self.ports: list[int] = []
 
-    def set_link(self, mode: LinkMode, rate: float | None = None, latency: float = 0.0) -> Stats:
+    def set_link(self, mode: LinkMode, rate: float | None = None, latency: float = 0.0, jitter: float = 0.0) -> Stats:
         """Change the link; returns the counters as they stood at the change, taken in the
         same step, so a window measured from it holds no byte of the link's previous state."""
         snapshot = self.snapshot()
-        self.link.set(mode, rate, latency)
+        self.link.set(mode, rate, latency, jitter)
         return snapshot
 
     def snapshot(self) -> Stats:
@@ -301,22 +328,24 @@ class FaultyProxy:
         self, src: trio.abc.ReceiveStream, crossed: trio.MemorySendChannel[Crossed], direction: str, faulted: bool
     ) -> None:
         stats = self.stats
+        delay = Delay(self.random)
         while True:
             size = self.link.chunk_size() if faulted else MAX_CHUNK
             data = await src.receive_some(size)
             if not data:
                 return
-            latency = 0.0
+            due = trio.current_time()
             if faulted:
                 await self.link.passage(direction, len(data))
-                latency = self.link.latency
+                link = self.link
+                due = delay.due(trio.current_time(), link.latency, link.jitter)
             if direction == "up":
                 stats.bytes_up += len(data)
             else:
                 stats.bytes_down += len(data)
                 if faulted:
                     stats.faulted_bytes_down += len(data)
-            await crossed.send((trio.current_time() + latency, data))
+            await crossed.send((due, data))
 
     @staticmethod
     async def _deliver(crossed: trio.MemoryReceiveChannel[Crossed], dst: trio.abc.SendStream) -> None:
@@ -330,9 +359,13 @@ class ProxyThread:
     """A :class:`FaultyProxy` in a thread of its own, driven from synchronous code."""
 
     def __init__(
-        self, upstreams: Sequence[tuple[str, int]], *, faulted: Callable[[str | None], bool] = lambda _c: True
+        self,
+        upstreams: Sequence[tuple[str, int]],
+        *,
+        faulted: Callable[[str | None], bool] = lambda _c: True,
+        seed: int | None = None,
     ) -> None:
-        self.proxy = FaultyProxy(upstreams, faulted=faulted)
+        self.proxy = FaultyProxy(upstreams, faulted=faulted, seed=seed)
         self._thread = threading.Thread(target=self._main, name="faulty-proxy", daemon=True)
         self._started = threading.Event()
         self._token: trio.lowlevel.TrioToken | None = None
@@ -380,9 +413,10 @@ class ProxyThread:
     def restore(self) -> Stats:
         return self._call(lambda: self.proxy.set_link(LinkMode.UP))
 
-    def set_link(self, mode: LinkMode, rate: float | None = None, latency: float = 0.0) -> Stats:
-        """Any state at once: a far link (``latency`` seconds each way), capped or not."""
-        return self._call(lambda: self.proxy.set_link(mode, rate, latency))
+    def set_link(self, mode: LinkMode, rate: float | None = None, latency: float = 0.0, jitter: float = 0.0) -> Stats:
+        """Any state at once: a far link (``latency`` seconds each way, plus up to ``jitter``),
+        capped or not."""
+        return self._call(lambda: self.proxy.set_link(mode, rate, latency, jitter))
 
     def stats(self) -> Stats:
         return self._call(self.proxy.snapshot)

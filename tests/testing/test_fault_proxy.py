@@ -3,13 +3,17 @@ streams; client selection, cut and stall over real sockets."""
 
 from __future__ import annotations
 
+import random
+import statistics
 import struct
 
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tributary.testing.fault_proxy import BURST_FRACTION, MAX_CHUNK, FaultyProxy, LinkMode, client_id_of
+from tributary.testing.fault_proxy import BURST_FRACTION, MAX_CHUNK, Delay, FaultyProxy, LinkMode, client_id_of
 
 # --- the proxy's rate cap, on virtual time ------------------------------------------------------
 
@@ -300,3 +304,82 @@ async def test_unfaulted_connections_never_wait_for_latency(autojump_clock: trio
 async def test_a_negative_latency_is_refused() -> None:
     with pytest.raises(ValueError, match="latency"):
         FaultyProxy([]).set_link(LinkMode.UP, latency=-1)
+    with pytest.raises(ValueError, match="jitter"):
+        FaultyProxy([]).set_link(LinkMode.UP, latency=0.1, jitter=-0.01)
+
+
+# --- jitter ----------------------------------------------------------------------------------
+
+
+async def _jittered_arrivals(seed: int, latency: float, jitter: float) -> list[tuple[float, bytes]]:
+    """200 numbered chunks pushed 10 ms apart through a jittered link: (delay, chunk) each."""
+    proxy = FaultyProxy([], seed=seed)
+    proxy.set_link(LinkMode.UP, latency=latency, jitter=jitter)
+    src_send, src_receive = trio.testing.memory_stream_one_way_pair()
+    dst_send, dst_receive = trio.testing.memory_stream_one_way_pair()
+    start = trio.current_time()
+    arrivals: list[tuple[float, bytes]] = []
+
+    async def push() -> None:
+        for i in range(200):
+            await src_send.send_all(b"%08d" % i)
+            await trio.sleep(0.01)
+        await src_send.aclose()
+
+    async def receive() -> None:
+        while data := await dst_receive.receive_some(1 << 20):
+            arrivals.append((trio.current_time() - start, bytes(data)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(push)
+        nursery.start_soon(receive)
+        await proxy.pump(src_receive, dst_send, "down", True, trio.CancelScope())
+        await dst_send.aclose()
+    # Each chunk was sent at 10 ms * its number: its delay is its arrival less that.
+    return [(at - 0.01 * int(data[:8]), data) for at, data in arrivals]
+
+
+async def test_jitter_spreads_each_chunks_delay_within_its_bound_and_keeps_the_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    arrivals = await _jittered_arrivals(seed=7, latency=0.1, jitter=0.05)
+    assert b"".join(data for _, data in arrivals) == b"".join(b"%08d" % i for i in range(200)), "in order"
+    delays = [delay for delay, _ in arrivals]
+    assert min(delays) >= 0.1 - 1e-9
+    assert max(delays) <= 0.15 + 1e-9
+    # Spread, not fixed: about latency + jitter / 2 on average (a chunk held behind a later
+    # drawn one arrives with it, which only lengthens the short delays a little).
+    assert 0.12 <= statistics.fmean(delays) <= 0.14
+    assert statistics.pstdev(delays) > 0.01
+
+
+async def test_the_same_seed_gives_the_same_delays(autojump_clock: trio.testing.MockClock) -> None:
+    first = await _jittered_arrivals(seed=3, latency=0.05, jitter=0.02)
+    again = await _jittered_arrivals(seed=3, latency=0.05, jitter=0.02)
+    other = await _jittered_arrivals(seed=4, latency=0.05, jitter=0.02)
+    assert [round(d, 6) for d, _ in first] == [round(d, 6) for d, _ in again]
+    assert [round(d, 6) for d, _ in first] != [round(d, 6) for d, _ in other]
+
+
+async def test_without_jitter_the_latency_is_fixed(autojump_clock: trio.testing.MockClock) -> None:
+    delays = [round(d, 9) for d, _ in await _jittered_arrivals(seed=1, latency=0.1, jitter=0.0)]
+    assert set(delays) == {0.1}
+
+
+@settings(max_examples=50)
+@given(
+    steps=st.lists(st.tuples(st.floats(0, 1), st.floats(0, 0.5), st.floats(0, 0.5)), min_size=1, max_size=50),
+    seed=st.integers(0, 2**32),
+)
+def test_delays_never_reorder_and_stay_within_latency_and_jitter(
+    steps: list[tuple[float, float, float]], seed: int
+) -> None:
+    delay = Delay(random.Random(seed))
+    now = previous = 0.0
+    for gap, latency, jitter in steps:
+        now += gap
+        due = delay.due(now, latency, jitter)
+        assert due >= previous, "a chunk overtook the one before it"
+        assert due >= now + latency
+        assert due <= max(previous, now + latency + jitter)
+        previous = due
