@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from tributary.client.raw.batches import RawBatches
+from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.records import (
     HEADER_SIZE,
     NO_PRODUCER_ID,
@@ -35,7 +36,7 @@ class Stamp(NamedTuple):
     base_sequence: int
 
 
-def copyable(fetched: RawBatches, start: int) -> Iterator[tuple[BatchHeader, bytes]]:
+def copyable(fetched: RawBatches, start: int) -> Iterator[tuple[BatchHeader, BytesLike]]:
     """The batches of ``fetched`` to copy, from source offset ``start`` on: what a
     committed-only reader sees (:meth:`RawBatches.committed_batch_bytes`), less any batch
     wholly before ``start`` (the broker returns the whole batch holding the position)."""
@@ -44,22 +45,23 @@ def copyable(fetched: RawBatches, start: int) -> Iterator[tuple[BatchHeader, byt
             yield header, data
 
 
-def for_target(header: BatchHeader, data: bytes, stamp: Stamp | None = None) -> bytes:
+def for_target(header: BatchHeader, data: BytesLike, stamp: Stamp | None = None) -> BytesLike:
     """The bytes to produce for a source batch (``header`` is its parsed header): stamped
     with the mirror's producer fields, or without ``stamp`` with the source's cleared (the
-    same object then for a plain batch)."""
+    same object then for a plain batch). A changed batch is the one copy the mirror makes of
+    it before the Produce request (``data`` is usually a view of the fetch response)."""
     if stamp is not None:
         stamped = bytearray(data)
         attach_producer(stamped, 0, *stamp)
-        return bytes(stamped)
+        return stamped
     if header.producer_id == NO_PRODUCER_ID and not header.is_transactional:
         return data
     buf = bytearray(data)
     detach_producer(buf)
-    return bytes(buf)
+    return buf
 
 
-def same_batch(aggregate: BatchHeader, aggregate_data: bytes, source: BatchHeader, source_data: bytes) -> bool:
+def same_batch(aggregate: BatchHeader, aggregate_data: BytesLike, source: BatchHeader, source_data: BytesLike) -> bool:
     """Whether an aggregate batch is the copy of a source batch: same offsets
     span, count, first timestamp, codec, and byte-identical compressed records.
     (Not the CRC: a LogAppendTime topic rewrites maxTimestamp, and producer fields differ.)"""

@@ -37,6 +37,7 @@ from tributary.mirror.checkpoint import Checkpoint
 from tributary.mirror.context import MirrorContext
 from tributary.mirror.offset_map import MappingEntry
 from tributary.mirror.recovery import RecoveryError, reconcile
+from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.records import BatchHeader
 
 log = logging.getLogger("tributary.mirror")
@@ -265,7 +266,7 @@ class PartitionCopier:
             await self.ctx.mapping.add(run)
         self.state.recorded = self.state.copied
 
-    async def _produce(self, payload: bytes) -> ProduceResult | None:
+    async def _produce(self, payload: BytesLike) -> ProduceResult | None:
         """Append one stamped batch, sending the same bytes again after a failure that may
         pass. None when the partition stops first, or on a final error (then reconcile)."""
         ctx, state = self.ctx, self.state

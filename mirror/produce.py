@@ -19,11 +19,12 @@ from tributary.client.raw.batches import ProduceResult
 from tributary.client.raw.client import RawClient
 from tributary.client.wire.cluster import Cluster
 from tributary.client.wire.metadata import TopicPartition
+from tributary.protocol.crc32c import BytesLike
 
 
 @dataclass(eq=False)
 class _Slot:
-    payload: bytes
+    payload: BytesLike
     done: trio.Event = field(default_factory=trio.Event)
     result: ProduceResult | KafkaError | None = None
 
@@ -43,7 +44,7 @@ class ProduceMux:
         # A semaphore, not a CapacityLimiter: the send task releases what the loop acquired.
         self._in_flight = trio.Semaphore(max_in_flight)
 
-    async def produce(self, tp: TopicPartition, payload: bytes) -> ProduceResult:
+    async def produce(self, tp: TopicPartition, payload: BytesLike) -> ProduceResult:
         """Append one batch to ``tp`` (acks=all); raises the partition's error."""
         leader_id = await self.cluster.leader_for(tp.topic, tp.partition)
         leader = self._leaders.get(leader_id)

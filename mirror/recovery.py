@@ -29,6 +29,7 @@ from tributary.client.raw.client import RawClient
 from tributary.client.wire.metadata import TopicPartition
 from tributary.mirror.batches import copyable, for_target, same_batch
 from tributary.mirror.checkpoint import Checkpoint
+from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.records import BatchHeader
 
 log = logging.getLogger("tributary.mirror")
@@ -46,7 +47,7 @@ class RecoveryError(Exception):
 
 async def _source_batches(
     source: RawClient, tp: TopicPartition, start: int
-) -> AsyncGenerator[tuple[BatchHeader, bytes], None]:
+) -> AsyncGenerator[tuple[BatchHeader, BytesLike], None]:
     """The batches the mirror copies from ``start`` on, until the source's end."""
     position = start
     while True:

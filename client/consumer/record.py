@@ -92,7 +92,7 @@ def make_record(  # noqa: PLR0917 (the fields, in order)
 
 
 def decode_batch(
-    record_type: type[ConsumerRecord], buf: bytes, pos: int, *, skip_below: int | None, check_crc: bool
+    record_type: type[ConsumerRecord], buf: bytes | memoryview, pos: int, *, skip_below: int | None, check_crc: bool
 ) -> list[ConsumerRecord]:
     """The records of the batch at ``pos`` in ``buf``, those below ``skip_below`` left out
     (only the first batch of a fetch can start before the position)."""

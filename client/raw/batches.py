@@ -18,10 +18,11 @@ Nothing here imports trio.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from tributary.client.errors import KafkaError, OffsetOutOfRangeError, error_for
+from tributary.client.raw.wire import PartitionFetched, PartitionProduced
 from tributary.client.wire.metadata import TopicPartition
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import (
@@ -62,7 +63,8 @@ class RawBatches:
     topic: str
     partition: int
     fetch_offset: int
-    records: bytes
+    #: A view of the response frame on the raw client's fast path (``wire.py``), else bytes.
+    records: bytes | memoryview
     batches: tuple[tuple[int, BatchHeader], ...]
     high_watermark: int
     log_start_offset: int
@@ -84,13 +86,13 @@ class RawBatches:
     def __len__(self) -> int:
         return len(self.batches)
 
-    def batch_bytes(self) -> Iterator[tuple[BatchHeader, bytes]]:
+    def batch_bytes(self) -> Iterator[tuple[BatchHeader, bytes | memoryview]]:
         """Each batch as ``(header, its bytes)``: what a raw producer sends on."""
         records = self.records
         for position, header in self.batches:
             yield header, records[position : position + header.size]
 
-    def committed_batch_bytes(self) -> Iterator[tuple[BatchHeader, bytes]]:
+    def committed_batch_bytes(self) -> Iterator[tuple[BatchHeader, bytes | memoryview]]:
         """The batches a committed-only reader sees, as ``(header, bytes)``: never a
         control batch (a transaction marker), never a batch of an aborted transaction.
 
@@ -167,65 +169,85 @@ def fetch_timeout(request_timeout: float, max_wait_ms: int) -> float:
 
 def raw_batches(topic: str, data: FetchResponse.PartitionData, fetch_offset: int) -> RawBatches:
     """The complete batches of one partition's fetch answer (whose error code is NONE)."""
-    records = data.records or b""
+    return batches_of(_share(topic, data), fetch_offset)
+
+
+def _share(topic: str, data: FetchResponse.PartitionData) -> PartitionFetched:
+    return PartitionFetched(
+        topic, data.partition_index, data.error_code, data.high_watermark, data.last_stable_offset,
+        data.log_start_offset, tuple((t.producer_id, t.first_offset) for t in data.aborted_transactions or ()),
+        data.records or b"",
+    )  # fmt: skip
+
+
+def batches_of(share: PartitionFetched, fetch_offset: int) -> RawBatches:
+    """The complete batches of one partition's share of a fetch answer (error code NONE);
+    ``records`` stays the object it was (a view of the frame is not copied)."""
+    records = share.records
     batches = tuple(iter_batches(records))
     end = batches[-1][0] + batches[-1][1].size if batches else 0
     return RawBatches(
-        topic=topic,
-        partition=data.partition_index,
+        topic=share.topic,
+        partition=share.partition,
         fetch_offset=fetch_offset,
-        records=bytes(records[:end]) if end != len(records) else bytes(records),
+        records=records[:end] if end != len(records) else records,
         batches=batches,
-        high_watermark=data.high_watermark,
-        log_start_offset=data.log_start_offset,
-        last_stable_offset=data.last_stable_offset,
+        high_watermark=share.high_watermark,
+        log_start_offset=share.log_start_offset,
+        last_stable_offset=share.last_stable_offset,
         truncated_bytes=len(records) - end,
-        aborted_transactions=tuple((t.producer_id, t.first_offset) for t in data.aborted_transactions or ()),
+        aborted_transactions=share.aborted_transactions,
     )
 
 
 def fetch_error(topic: str, data: FetchResponse.PartitionData, fetch_offset: int, broker: int | str) -> KafkaError:
     """The exception for a partition's fetch error code, naming where and what."""
-    code = data.error_code
+    return share_error(_share(topic, data), fetch_offset, broker)
+
+
+def share_error(share: PartitionFetched, fetch_offset: int, broker: int | str) -> KafkaError:
+    """:func:`fetch_error` for a partition's share as :mod:`wire` reads it."""
+    code, topic, partition = share.error_code, share.topic, share.partition
     if code == ErrorCode.OFFSET_OUT_OF_RANGE:
         bounds = ""
-        if data.log_start_offset >= 0 and data.high_watermark >= 0:
-            bounds = f": the log holds [{data.log_start_offset}, {data.high_watermark})"
+        if share.log_start_offset >= 0 and share.high_watermark >= 0:
+            bounds = f": the log holds [{share.log_start_offset}, {share.high_watermark})"
         return OffsetOutOfRangeError(
-            f"fetch offset {fetch_offset} of {topic}-{data.partition_index} is out of range on broker {broker}{bounds}",
+            f"fetch offset {fetch_offset} of {topic}-{partition} is out of range on broker {broker}{bounds}",
             offset=fetch_offset,
-            log_start_offset=data.log_start_offset if data.log_start_offset >= 0 else None,
-            high_watermark=data.high_watermark if data.high_watermark >= 0 else None,
+            log_start_offset=share.log_start_offset if share.log_start_offset >= 0 else None,
+            high_watermark=share.high_watermark if share.high_watermark >= 0 else None,
             topic=topic,
-            partition=data.partition_index,
+            partition=partition,
             broker=broker,
         )
-    return error_for(
-        code, topic=topic, partition=data.partition_index, broker=broker, context=f"fetch at offset {fetch_offset}"
-    )
+    return error_for(code, topic=topic, partition=partition, broker=broker, context=f"fetch at offset {fetch_offset}")
 
 
 def parse_fetch_response(
     response: FetchResponse, offsets: Mapping[TopicPartition, int], broker: int | str
 ) -> dict[TopicPartition, RawBatches | KafkaError]:
+    """Each requested partition's batches or error (see :func:`fetch_results`)."""
+    shares = [_share(topic.topic, data) for topic in response.responses for data in topic.partitions]
+    return fetch_results(response.error_code, shares, offsets, broker)
+
+
+def fetch_results(
+    error_code: int, shares: Iterable[PartitionFetched], offsets: Mapping[TopicPartition, int], broker: int | str
+) -> dict[TopicPartition, RawBatches | KafkaError]:
     """Each requested partition's batches or error. A top-level error applies to all;
     a partition the response leaves out comes back empty, with unknown bounds (-1)."""
     results: dict[TopicPartition, RawBatches | KafkaError] = {}
-    if response.error_code:
+    if error_code:
         for tp in offsets:
-            results[tp] = error_for(response.error_code, topic=tp.topic, partition=tp.partition, broker=broker)
+            results[tp] = error_for(error_code, topic=tp.topic, partition=tp.partition, broker=broker)
         return results
-    for topic in response.responses:
-        for data in topic.partitions:
-            tp = TopicPartition(topic.topic, data.partition_index)
-            if tp not in offsets:
-                continue
-            offset = offsets[tp]
-            results[tp] = (
-                fetch_error(topic.topic, data, offset, broker)
-                if data.error_code
-                else raw_batches(topic.topic, data, offset)
-            )
+    for share in shares:
+        tp = TopicPartition(share.topic, share.partition)
+        offset = offsets.get(tp)
+        if offset is None:
+            continue
+        results[tp] = share_error(share, offset, broker) if share.error_code else batches_of(share, offset)
     for tp, offset in offsets.items():
         if tp not in results:
             # Kafka names every partition of a full fetch; some brokers (Tansu 0.6, when
@@ -266,25 +288,37 @@ def produce_request(
 
 
 def parse_produce_response(
-    response: ProduceResponse, batches: Mapping[TopicPartition, bytes], broker: int | str
+    response: ProduceResponse, batches: Mapping[TopicPartition, object], broker: int | str
 ) -> dict[TopicPartition, ProduceResult | KafkaError]:
+    answers = [
+        PartitionProduced(
+            topic.name, p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset,
+            p.error_message, tuple((e.batch_index, e.batch_index_error_message) for e in p.record_errors),
+        )
+        for topic in response.responses
+        for p in topic.partition_responses
+    ]  # fmt: skip
+    return produce_results(answers, batches, broker)
+
+
+def produce_results(
+    answers: Iterable[PartitionProduced], batches: Mapping[TopicPartition, object], broker: int | str
+) -> dict[TopicPartition, ProduceResult | KafkaError]:
+    """Each produced partition's result or error; one the broker left out is an error."""
     results: dict[TopicPartition, ProduceResult | KafkaError] = {}
-    for topic in response.responses:
-        for p in topic.partition_responses:
-            tp = TopicPartition(topic.name, p.index)
-            if tp not in batches:
-                continue
-            if p.error_code:
-                details = [p.error_message] if p.error_message else []
-                details += [
-                    f"batch {e.batch_index}: {e.batch_index_error_message}" for e in p.record_errors
-                ]  # fmt: skip
-                results[tp] = error_for(
-                    p.error_code, topic=tp.topic, partition=tp.partition, broker=broker,
-                    detail="; ".join(details) or None, context="produce",
-                )  # fmt: skip
-            else:
-                results[tp] = ProduceResult(p.base_offset, p.log_append_time_ms, p.log_start_offset)
+    for p in answers:
+        tp = TopicPartition(p.topic, p.partition)
+        if tp not in batches:
+            continue
+        if p.error_code:
+            details = [p.error_message] if p.error_message else []
+            details += [f"batch {index}: {message}" for index, message in p.record_errors]
+            results[tp] = error_for(
+                p.error_code, topic=tp.topic, partition=tp.partition, broker=broker,
+                detail="; ".join(details) or None, context="produce",
+            )  # fmt: skip
+        else:
+            results[tp] = ProduceResult(p.base_offset, p.log_append_time_ms, p.log_start_offset)
     for tp in batches:
         if tp not in results:
             results[tp] = KafkaError(f"broker {broker} left {tp} out of its produce response", topic=tp.topic,
@@ -356,9 +390,13 @@ __all__ = [
     "fetch_request",
     "fetch_timeout",
     "list_offsets_request",
+    "batches_of",
+    "fetch_results",
     "parse_fetch_response",
     "parse_list_offsets_response",
     "parse_produce_response",
     "produce_request",
+    "produce_results",
+    "share_error",
     "raw_batches",
 ]

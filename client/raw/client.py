@@ -17,12 +17,12 @@ find the leader and raise instead.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import trio
 
-from tributary.client.errors import KafkaError
+from tributary.client.errors import KafkaError, KafkaProtocolError
 from tributary.client.raw.batches import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_WAIT_MS,
@@ -32,18 +32,39 @@ from tributary.client.raw.batches import (
     ProduceResult,
     RawBatches,
     fetch_request,
+    fetch_results,
     fetch_timeout,
     parse_fetch_response,
     parse_produce_response,
     produce_request,
+    produce_results,
+)
+from tributary.client.raw.wire import (
+    FETCH_VERSIONS,
+    PRODUCE_VERSIONS,
+    decode_fetch_response,
+    decode_produce_response,
+    encode_produce_request,
 )
 from tributary.client.wire.cluster import Cluster
 from tributary.client.wire.metadata import TopicPartition
-from tributary.protocol.messages import FetchResponse, ProduceResponse
+from tributary.protocol.crc32c import BytesLike
+from tributary.protocol.errors import ProtocolError
+from tributary.protocol.headers import encode_request
+from tributary.protocol.messages import ApiKey, FetchResponse, ProduceResponse
 
 DEFAULT_PRODUCE_TIMEOUT_MS = 30_000
 
 R = TypeVar("R")
+D = TypeVar("D")
+
+
+def _decoded(decode: Callable[[int, bytes], D], version: int, frame: bytes, api: str, broker: int | str) -> D:
+    try:
+        return decode(version, frame)
+    except ProtocolError as exc:
+        message = f"malformed {api} v{version} response from broker {broker}: {exc}"
+        raise KafkaProtocolError(message, broker=broker) from exc
 
 
 class RawClient:
@@ -77,10 +98,21 @@ class RawClient:
         if timeout is None:
             timeout = fetch_timeout(self.cluster.config.request_timeout, max_wait_ms)
         try:
-            response: FetchResponse = await self.cluster.send(broker_id, request, timeout=timeout)
+            conn = await self.cluster.connection(broker_id)
+            version = conn.api_version(ApiKey.FETCH)
+            if version not in FETCH_VERSIONS:  # a version the fast path does not read
+                response: FetchResponse = await conn.request(request, version=version, timeout=timeout)
+                return self._noted(parse_fetch_response(response, offsets, broker_id))
+            client_id = conn.config.client_id
+            frame = await conn.exchange(
+                ApiKey.FETCH, version, lambda cid: encode_request(request, version, cid, client_id), timeout=timeout
+            )
+            assert frame is not None
+            _, error_code, shares = _decoded(decode_fetch_response, version, frame, "Fetch", broker_id)
         except KafkaError as exc:
+            self.cluster.note_error(exc)
             return dict.fromkeys(offsets, exc)
-        return self._noted(parse_fetch_response(response, offsets, broker_id))
+        return self._noted(fetch_results(error_code, shares, offsets, broker_id))
 
     def _noted(self, results: dict[TopicPartition, R]) -> dict[TopicPartition, R]:
         """``results`` as they are, once the cluster has seen each error among them (a stale
@@ -162,28 +194,54 @@ class RawClient:
     async def produce(
         self,
         broker_id: int,
-        batches: Mapping[TopicPartition, bytes],
+        batches: Mapping[TopicPartition, BytesLike],
         *,
         acks: int = -1,
         timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
         transactional_id: str | None = None,
         timeout: float | None = None,
+        on_queued: Callable[[], object] | None = None,
     ) -> dict[TopicPartition, ProduceResult | KafkaError]:
         """One Produce to ``broker_id``: one record batch (bytes, sent unchanged)
         per partition, as Kafka requires. ``acks=0`` gets no response: every
-        partition's result is then ``ProduceResult(-1)`` once the request is written."""
-        request = produce_request(batches, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id)
+        partition's result is then ``ProduceResult(-1)`` once the request is written.
+        ``on_queued`` is called once the request has its place in the connection's send
+        order (see :meth:`BrokerConnection.request`): a caller keeping several batches of a
+        partition in flight starts the next request only then."""
         if timeout is None:
             timeout = self.cluster.config.request_timeout + timeout_ms / 1000
         try:
-            response: ProduceResponse | None = await self.cluster.send(
-                broker_id, request, timeout=timeout, expect_response=acks != 0
+            conn = await self.cluster.connection(broker_id)
+            version = conn.api_version(ApiKey.PRODUCE)
+            if version not in PRODUCE_VERSIONS:  # a version the fast path does not write
+                request = produce_request(
+                    {tp: bytes(b) for tp, b in batches.items()},
+                    acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
+                )  # fmt: skip
+                response: ProduceResponse | None = await conn.request(
+                    request, version=version, timeout=timeout, expect_response=acks != 0, on_queued=on_queued
+                )
+                if response is None:
+                    return dict.fromkeys(batches, ProduceResult(-1))
+                return self._noted(parse_produce_response(response, batches, broker_id))
+            client_id = conn.config.client_id
+
+            def encode(correlation_id: int) -> bytes:
+                return encode_produce_request(
+                    version, correlation_id, client_id, batches,
+                    acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
+                )  # fmt: skip
+
+            frame = await conn.exchange(
+                ApiKey.PRODUCE, version, encode, timeout=timeout, expect_response=acks != 0, on_queued=on_queued
             )
+            if frame is None:
+                return dict.fromkeys(batches, ProduceResult(-1))
+            _, answers = _decoded(decode_produce_response, version, frame, "Produce", broker_id)
         except KafkaError as exc:
+            self.cluster.note_error(exc)
             return dict.fromkeys(batches, exc)
-        if response is None:
-            return dict.fromkeys(batches, ProduceResult(-1))
-        return self._noted(parse_produce_response(response, batches, broker_id))
+        return self._noted(produce_results(answers, batches, broker_id))
 
     async def produce_partition(
         self,

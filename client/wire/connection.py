@@ -221,7 +221,14 @@ class BrokerConnection:
         return response
 
     async def exchange(
-        self, api_key: int, version: int, encode: Encoder, *, timeout: float | None = None, expect_response: bool = True
+        self,
+        api_key: int,
+        version: int,
+        encode: Encoder,
+        *,
+        timeout: float | None = None,
+        expect_response: bool = True,
+        on_queued: Callable[[], object] | None = None,
     ) -> bytes | None:
         """Send a request the caller encoded and return its response frame undecoded (the
         response header first), or None for a request Kafka does not answer.
@@ -230,8 +237,9 @@ class BrokerConnection:
         prefix and request header included, as :func:`protocol.headers.encode_request` writes
         them); the version must be one both sides support (:meth:`api_version`). This is for
         the hot paths that read only what they need of an answer (the mirror's raw produce and
-        fetch, ``client/raw/wire.py``); everything else uses :meth:`request`."""
-        return await self._exchange(encode, api_key, self.versions.check(api_key, version), timeout, expect_response)
+        fetch, ``client/raw/wire.py``); everything else uses :meth:`request`. ``on_queued`` as there."""
+        version = self.versions.check(api_key, version)
+        return await self._exchange(encode, api_key, version, timeout, expect_response, on_queued=on_queued)
 
     async def _exchange(
         self,
