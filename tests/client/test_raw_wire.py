@@ -29,9 +29,17 @@ from tributary.protocol.codec import decode
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.headers import encode_request, encode_response
 from tributary.protocol.messages import FetchResponse, ProduceRequest, ProduceResponse
+from tributary.protocol.records import build_batch
 
 topics = st.text(min_size=1, max_size=12)
 records = st.binary(max_size=300)
+#: Record sets as brokers send them: whole batches, the last perhaps cut short.
+_BATCHES = [build_batch([(b"k%d" % i, b"v" * (i * 7), (), 1_700_000_000_000 + i)]) for i in range(1, 5)]
+record_sets = st.builds(
+    lambda chosen, cut: b"".join(chosen)[: max(0, len(b"".join(chosen)) - cut)],
+    st.lists(st.sampled_from(_BATCHES), max_size=3),
+    st.sampled_from([0, 0, 5, 30]),
+)
 int64 = st.integers(-(2**63), 2**63 - 1)
 maybe_text = st.none() | st.text(max_size=20)
 partition_ids = st.integers(0, 2**31 - 1)
@@ -47,7 +55,7 @@ def produce_batches(draw: st.DrawFn) -> dict[TopicPartition, bytes]:
     }
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(
     version=st.sampled_from(PRODUCE_VERSIONS),
     batches=produce_batches(),
@@ -110,7 +118,7 @@ def produce_responses(draw: st.DrawFn) -> ProduceResponse:
     )
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(version=st.sampled_from(PRODUCE_VERSIONS), response=produce_responses(), correlation_id=st.integers(0, 99))
 def test_produce_responses_read_as_the_generic_codec_reads_them(
     version: int, response: ProduceResponse, correlation_id: int
@@ -139,7 +147,7 @@ def fetch_responses(draw: st.DrawFn) -> FetchResponse:
             if aborted is None
             else [FetchResponse.AbortedTransaction(producer_id=p, first_offset=f) for p, f in aborted],
             preferred_read_replica=draw(st.integers(-1, 5)),
-            records=draw(st.none() | records),
+            records=draw(st.none() | record_sets),
         )
 
     names = draw(st.lists(topics, max_size=3, unique=True))
@@ -163,7 +171,7 @@ def _plain(result: RawBatches | KafkaError) -> str:
     return repr(result)
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(version=st.sampled_from(FETCH_VERSIONS), response=fetch_responses(), correlation_id=st.integers(0, 99))
 def test_fetch_responses_read_as_the_generic_codec_reads_them(
     version: int, response: FetchResponse, correlation_id: int
@@ -180,7 +188,7 @@ def test_fetch_responses_read_as_the_generic_codec_reads_them(
         assert isinstance(share.records, memoryview)
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(version=st.sampled_from(FETCH_VERSIONS), response=fetch_responses(), cut=st.integers(0, 10_000))
 def test_a_truncated_fetch_response_is_a_protocol_error(version: int, response: FetchResponse, cut: int) -> None:
     frame = encode_response(response, version, 5)[4:]
@@ -190,7 +198,7 @@ def test_a_truncated_fetch_response_is_a_protocol_error(version: int, response: 
         decode_fetch_response(version, frame[:cut])
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(version=st.sampled_from(PRODUCE_VERSIONS), response=produce_responses(), cut=st.integers(0, 10_000))
 def test_a_truncated_produce_response_is_a_protocol_error(version: int, response: ProduceResponse, cut: int) -> None:
     frame = encode_response(response, version, 5)[4:]
@@ -200,6 +208,7 @@ def test_a_truncated_produce_response_is_a_protocol_error(version: int, response
         decode_produce_response(version, frame[:cut])
 
 
+@settings(deadline=None)
 @given(data=st.binary(max_size=200), version=st.sampled_from(FETCH_VERSIONS))
 def test_any_bytes_decode_or_are_refused_cleanly(data: bytes, version: int) -> None:
     with contextlib.suppress(ProtocolError):
