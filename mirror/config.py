@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tributary.client.wire.cluster import parse_bootstrap
+from tributary.mirror.produce import MAX_DEPTH
 
 #: The compacted topic in the aggregate cluster that maps copied batches to
 #: aggregate offsets, for offset translation (see docs/mirror.md).
@@ -48,16 +49,23 @@ class MirrorConfig:
     known_aliases: tuple[str, ...] = ()
     #: Where a partition without any recorded progress starts: "earliest" or "latest".
     start_position: str = "earliest"
-    #: Fetching from the source: per request, per partition, the long poll, and how many
-    #: fetch requests may be in flight on one source connection (partitions are split among them).
+    #: Fetching from the source: per request, per partition, the long poll, how many fetch
+    #: requests may be in flight on one source connection, and how many fetches of one
+    #: partition may be in flight at once (reading ahead at estimated offsets across a long
+    #: link: mirror/windows.py; 1 reads a partition one fetch at a time).
     fetch_max_bytes: int = 16 * 1024 * 1024
     fetch_partition_max_bytes: int = 2 * 1024 * 1024
     fetch_max_wait_ms: int = 250
-    fetch_sessions: int = 2
+    fetch_sessions: int = 4
+    fetch_windows: int = 8
     #: Bytes fetched and not yet acknowledged by the aggregate: the backpressure bound.
     max_inflight_bytes: int = 64 * 1024 * 1024
     #: Requests in flight per connection (fetches to the source, produces to the aggregate).
     max_inflight_requests: int = 16
+    #: Batches of one partition in flight to the aggregate at once, in order (at most 5, as
+    #: for Kafka's idempotent producer: a leader recognises the last five batches of a
+    #: producer sent again). 1 sends the next batch once the previous one was acknowledged.
+    max_inflight_batches_per_partition: int = 1
     #: SO_SNDBUF / SO_RCVBUF of the connections; None keeps the OS's autotuning.
     #: Across a long link set them near the bandwidth-delay product.
     socket_send_buffer_bytes: int | None = None
@@ -111,10 +119,10 @@ class MirrorConfig:
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise MirrorConfigError(f"metrics-port {self.metrics_port} is not a port number")
         positive = (
-            "fetch_max_bytes", "fetch_partition_max_bytes", "fetch_sessions", "max_inflight_bytes",
-            "max_inflight_requests", "commit_interval_ms", "discovery_interval_ms", "request_timeout_ms",
-            "reconnect_backoff_max_ms", "offsets_topic_partitions", "session_timeout_ms", "heartbeat_interval_ms",
-            "shutdown_timeout_ms",
+            "fetch_max_bytes", "fetch_partition_max_bytes", "fetch_sessions", "fetch_windows", "max_inflight_bytes",
+            "max_inflight_requests", "max_inflight_batches_per_partition", "commit_interval_ms",
+            "discovery_interval_ms", "request_timeout_ms", "reconnect_backoff_max_ms", "offsets_topic_partitions",
+            "session_timeout_ms", "heartbeat_interval_ms", "shutdown_timeout_ms",
         )  # fmt: skip
         for name in positive:
             if getattr(self, name) <= 0:
@@ -125,6 +133,11 @@ class MirrorConfig:
                 raise MirrorConfigError(f"{name.replace('_', '-')} must be positive, not {value}")
         if self.fetch_max_wait_ms < 0:
             raise MirrorConfigError("fetch-max-wait-ms must not be negative")
+        if self.max_inflight_batches_per_partition > MAX_DEPTH:
+            raise MirrorConfigError(
+                f"max-inflight-batches-per-partition must be at most {MAX_DEPTH} (a leader recognises the last "
+                f"{MAX_DEPTH} batches of a producer sent again), not {self.max_inflight_batches_per_partition}"
+            )
         if self.max_inflight_bytes < self.fetch_partition_max_bytes:
             raise MirrorConfigError("max-inflight-bytes must be at least fetch-partition-max-bytes")
 

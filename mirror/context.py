@@ -53,17 +53,23 @@ class MirrorContext:
     def wake_fetcher(self) -> None:
         self.fetch_wanted.set()
 
-    async def wait_for_membership(self) -> None:
-        """Return at once while the source's group coordinator recently counted this
-        instance in; otherwise wait until it does. Past the session timeout the group may
-        have given this instance's partitions to another, which then copies them: producing
-        on would write batches twice. (A margin of a fifth covers clock and request delays.)"""
+    def counted_in(self) -> bool:
+        """Whether the source's group coordinator counted this instance in (a completed
+        SyncGroup or an accepted heartbeat) within the last four fifths of the session timeout.
+        Past that the group may have given this instance's partitions to another, which then
+        copies them: producing on would write batches twice. (A margin of a fifth covers clock
+        and request delays.)"""
         member = self.member
         if member is None:
-            return
-        limit = self.config.session_timeout_ms / 1000 * 0.8
-        while trio.current_time() - member.last_contact > limit:
-            await member.wait_for_contact()
+            return True
+        return trio.current_time() - member.last_contact <= self.config.session_timeout_ms / 1000 * 0.8
+
+    async def wait_for_membership(self) -> None:
+        """Return at once while :meth:`counted_in`; otherwise wait until the coordinator counts
+        this instance in again."""
+        while not self.counted_in():
+            assert self.member is not None
+            await self.member.wait_for_contact()
 
 
 __all__ = ["MirrorContext"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -186,7 +185,10 @@ class Mirror:
                     target_link=Link("target", config.target, self.metrics),
                     budget=ByteBudget(config.max_inflight_bytes), throttle=Throttle(config.bandwidth_bytes_per_second),
                     topics=topics, checkpoints=CheckpointStore(target, config.group),
-                    producer=ProduceMux(target, nursery, max_in_flight=config.max_inflight_requests),
+                    producer=ProduceMux(
+                        target, nursery, max_in_flight=config.max_inflight_requests,
+                        depth=config.max_inflight_batches_per_partition,
+                    ),
                 )  # fmt: skip
                 ctx.source_link.up()
                 ctx.target_link.up()
@@ -234,8 +236,7 @@ class Mirror:
 
     def take(self, side: MirrorSide, tp: TopicPartition) -> None:
         target = TopicPartition(aggregate_topic(self.config.source_alias, tp.topic), tp.partition)
-        session = zlib.crc32(f"{tp.topic}\0{tp.partition}".encode()) % self.config.fetch_sessions
-        copier = PartitionCopier(self.ctx, PartitionState.create(tp, target, session))
+        copier = PartitionCopier(self.ctx, PartitionState.create(tp, target))
         running = _Running(copier, trio.CancelScope())
 
         async def run() -> None:

@@ -1,16 +1,18 @@
 """Reading ahead from the source: fetch requests pipelined on each broker connection.
 
-Partitions are split among ``fetch_sessions`` workers; each worker sends one
-Fetch per source leader for its ready partitions, so up to that many fetches
-are in flight on a connection and a long link's round trip is hidden behind
-the previous response. A partition is in at most one fetch at a time (its
-next offset is known only once the previous answer arrived) and stops being
-fetched while its fetched-but-uncopied bytes exceed one partition fetch; the
-whole mirror stops fetching while the byte budget is spent. Fetched bytes pass
-the bandwidth cap before the next fetch.
+``fetch_sessions`` workers each build a Fetch per source leader from the next window of
+every partition that wants one (:mod:`mirror.windows`: up to ``fetch_windows`` fetches of a
+partition in flight, at estimated offsets, while the source holds more than they cover),
+send it, and hand the answers to the copiers in order. So up to that many fetches are in
+flight on a connection and a long link's round trip is hidden behind the answers before it,
+for one partition as for many. A request carries at most as many partitions as its byte
+limit holds whole partition fetches, so no window comes back empty for lack of room. A
+partition stops reading ahead while what it fetched and has not copied fills its windows;
+the whole mirror stops fetching while the byte budget is spent. Fetched bytes pass the
+bandwidth cap before the worker's next fetch.
 
-Fetches use READ_COMMITTED, so the source returns only committed data and
-names the aborted transactions for the copier to drop.
+Fetches use READ_COMMITTED, so the source returns only committed data and names the
+aborted transactions for the copier to drop.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tributary.client.raw.batches import READ_COMMITTED, RawBatches
 from tributary.client.wire.metadata import TopicPartition
 from tributary.mirror.context import MirrorContext
 from tributary.mirror.partition import Delivery, PartitionState
+from tributary.mirror.windows import Window
 
 log = logging.getLogger("tributary.mirror")
 
@@ -37,20 +40,21 @@ class SourceFetcher:
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
-            for session in range(self.ctx.config.fetch_sessions):
-                nursery.start_soon(self._worker, session)
+            for _ in range(self.ctx.config.fetch_sessions):
+                nursery.start_soon(self._worker)
 
-    def _ready(self, session: int) -> list[PartitionState]:
-        limit = self.ctx.config.fetch_partition_max_bytes
-        return [s for s in self._partitions() if s.session == session and s.fetch_ready(limit)]
+    def _wanting(self) -> list[PartitionState]:
+        """Partitions with a window to fetch (only asked, not yet taken)."""
+        size = self.ctx.config.fetch_partition_max_bytes
+        return [s for s in self._partitions() if s.next_window(size) is not None]
 
-    async def _worker(self, session: int) -> None:
+    async def _worker(self) -> None:
         ctx = self.ctx
         while True:
             if ctx.fetch_wanted.is_set():
                 ctx.fetch_wanted = trio.Event()
             wanted = ctx.fetch_wanted
-            ready = self._ready(session)
+            ready = self._wanting()
             if not ready:
                 await wanted.wait()
                 continue
@@ -84,72 +88,95 @@ class SourceFetcher:
     async def _fetch(self, leader: int, states: list[PartitionState]) -> None:
         ctx, config = self.ctx, self.ctx.config
         max_bytes = self._request_bytes()
-        reserve = min(max_bytes, config.fetch_partition_max_bytes * len(states))
+        size = config.fetch_partition_max_bytes
+        room = max(1, max_bytes // size)  # whole partition fetches the request has room for
+        reserve = min(max_bytes, size * min(len(states), room))
         await ctx.budget.acquire(reserve)
-        offsets: dict[TopicPartition, int] = {}
-        epochs: dict[TopicPartition, int] = {}
+        # Taken only now: while this worker waited for the budget, others may have taken some.
+        taken: list[tuple[PartitionState, Window, int]] = []
         for state in states:
-            if state.position is None:
+            if len(taken) == room:
+                break
+            window = state.next_window(size)
+            if window is None:
                 continue
-            state.fetching = True
-            offsets[state.source] = state.position
-            epochs[state.source] = state.epoch
-        used = 0
+            assert state.windows is not None
+            state.windows.sent(window)
+            taken.append((state, window, state.epoch))
+        if taken:
+            ctx.wake_fetcher()  # other workers may send the windows after these
         try:
-            results = await ctx.source_raw.fetch(
-                leader, offsets, max_wait_ms=config.fetch_max_wait_ms, max_bytes=max_bytes,
-                partition_max_bytes=config.fetch_partition_max_bytes, isolation_level=READ_COMMITTED,
-            )  # fmt: skip
-            failure: KafkaError | None = None
-            for state in states:
-                result = results.get(state.source)
-                if result is None or state.epoch != epochs.get(state.source) or state.stopping:
-                    continue
-                if isinstance(result, KafkaError):
-                    failure = failure or result
-                    self._partition_error(state, result)
-                    continue
-                used += self._deliver(state, result)
-            if failure is None:
-                ctx.source_link.up()
-                self._backoff.pop(leader, None)
-            else:
-                await self._pause(leader, failure)
+            if taken:
+                await self._send(leader, taken, max_bytes)
         finally:
-            for state in states:
-                state.fetching = False
-            ctx.budget.release(reserve - used)
-        await ctx.throttle.consumed(used)
+            # Answers kept (handed on, or waiting for the windows before them) took their own
+            # share of the budget; the reservation made room for them while in flight.
+            ctx.budget.release(reserve)
 
-    def _deliver(self, state: PartitionState, fetched: RawBatches) -> int:
-        """Hand a fetch result to the copier; the bytes it keeps reserved."""
-        state.high_watermark = fetched.high_watermark
-        if fetched.truncated_bytes and not fetched.batches:
-            self.ctx.metrics.error("batch_too_large")
-            log.error(
-                "event=batch_too_large source=%s offset=%d: raise fetch-partition-max-bytes",
-                state.source, fetched.fetch_offset,
-            )  # fmt: skip
-        if not fetched.batches:
-            return 0
+    async def _send(self, leader: int, taken: list[tuple[PartitionState, Window, int]], max_bytes: int) -> None:
+        """One Fetch of the windows taken; answers handed to the copiers as they come due."""
+        ctx, config = self.ctx, self.ctx.config
+        offsets: dict[TopicPartition, int] = {state.source: window.start for state, window, _ in taken}
+        results = await ctx.source_raw.fetch(
+            leader, offsets, max_wait_ms=config.fetch_max_wait_ms, max_bytes=max_bytes,
+            partition_max_bytes=config.fetch_partition_max_bytes, isolation_level=READ_COMMITTED,
+        )  # fmt: skip
+        received = 0
+        failure: KafkaError | None = None
+        for state, window, epoch in taken:
+            result = results.get(state.source)
+            windows = state.windows
+            if result is None or windows is None or state.epoch != epoch or state.stopping:
+                continue
+            if not windows.knows(window):
+                continue
+            if isinstance(result, KafkaError):
+                failure = failure or result
+                self._partition_error(state, window, result)
+            else:
+                received += len(result.records)
+                ctx.budget.take(len(result.records))
+                state.high_watermark = result.high_watermark
+                if result.truncated_bytes and not result.batches and window.start == windows.frontier:
+                    ctx.metrics.error("batch_too_large")
+                    log.error(
+                        "event=batch_too_large source=%s offset=%d: raise fetch-partition-max-bytes",
+                        state.source, result.fetch_offset,
+                    )  # fmt: skip
+                for due in windows.answered(window, result):
+                    self._deliver(state, due)
+            for dropped in windows.take_dropped():
+                ctx.budget.release(len(dropped.records))
+        if failure is None:
+            ctx.source_link.up()
+            self._backoff.pop(leader, None)
+        ctx.wake_fetcher()
+        await ctx.throttle.consumed(received)
+        if failure is not None:
+            await self._pause(leader, failure)
+
+    def _deliver(self, state: PartitionState, fetched: RawBatches) -> None:
+        """Hand a fetch result to the copier, which lets go of its bytes once copied."""
         size = len(fetched.records)
-        state.position = fetched.next_offset
         state.queued_bytes += size
         state.inbox_send.send_nowait(Delivery(state.epoch, fetched, size))
-        return size
 
-    def _partition_error(self, state: PartitionState, error: KafkaError) -> None:
-        if isinstance(error, OffsetOutOfRangeError):
+    def _partition_error(self, state: PartitionState, window: Window, error: KafkaError) -> None:
+        windows = state.windows
+        assert windows is not None
+        head = window.start == windows.frontier
+        windows.failed(window)
+        if isinstance(error, OffsetOutOfRangeError) and head:
             # The source deleted data before it was copied (retention outran the mirror):
             # it is gone; say so loudly and continue from the source's start.
             start = error.log_start_offset
-            if start is not None and state.position is not None and start > state.position:
+            if start is not None and start > windows.frontier:
                 self.ctx.metrics.error("source_data_lost")
                 log.error(
                     "event=source_data_lost source=%s lost_from=%d lost_to=%d",
-                    state.source, state.position, start,
+                    state.source, windows.frontier, start,
                 )  # fmt: skip
-                state.position = start
+                windows.frontier = start
                 return
         self._failed(state.source, error)
 

@@ -63,6 +63,11 @@ class ByteBudget:
             await self._released.wait()
         self.used += amount
 
+    def take(self, amount: int) -> None:
+        """Count ``amount`` bytes already in hand, without waiting: what a fetch brought in
+        is held whatever the budget says (the wait is before the fetch, in :meth:`acquire`)."""
+        self.used += amount
+
     def release(self, amount: int) -> None:
         if amount <= 0:
             return

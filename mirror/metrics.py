@@ -63,6 +63,7 @@ class MirrorMetrics:
         self._copied: dict[str, tuple[Any, ...]] = {}
         self._started = time.time()
         self._last_copy: float | None = None
+        self._last_copy_child = self.last_copy.labels(source)
         self.since_last_copy.labels(source).set_function(self._seconds_since_last_copy)
         self.assigned.labels(source).set(0)
         for side in ("source", "target"):
@@ -82,7 +83,7 @@ class MirrorMetrics:
         children[1].inc(batches)
         children[2].inc(records)
         self._last_copy = time.time()
-        self.last_copy.labels(self.source).set(self._last_copy)
+        self._last_copy_child.set(self._last_copy)
 
     def error(self, kind: str) -> None:
         self.errors.labels(self.source, kind).inc()

@@ -21,7 +21,6 @@ answer, and resumes from there.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from tributary.mirror.checkpoint import Checkpoint
 from tributary.mirror.context import MirrorContext
 from tributary.mirror.offset_map import MappingEntry
 from tributary.mirror.recovery import RecoveryError, reconcile
+from tributary.mirror.windows import FetchWindows, Window
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.records import BatchHeader
 
@@ -56,15 +56,13 @@ class Delivery:
 class PartitionState:
     source: TopicPartition
     target: TopicPartition
-    #: Which fetch session (of ``fetch_sessions``) fetches this partition.
-    session: int
     inbox_send: trio.MemorySendChannel[Delivery]
     inbox: trio.MemoryReceiveChannel[Delivery]
-    #: The next source offset to fetch; None while the partition must not be fetched.
-    position: int | None = None
+    #: The fetches in flight and where the next starts (:mod:`mirror.windows`); None while
+    #: the partition must not be fetched.
+    windows: FetchWindows | None = None
     #: Bumped whenever fetched-ahead data must be thrown away.
     epoch: int = 0
-    fetching: bool = False
     queued_bytes: int = 0
     high_watermark: int = -1
     #: The positions after the last batch the aggregate acknowledged, and after the last checkpoint.
@@ -82,20 +80,25 @@ class PartitionState:
     done: trio.Event = field(default_factory=trio.Event)
 
     @classmethod
-    def create(cls, source: TopicPartition, target: TopicPartition, session: int) -> PartitionState:
+    def create(cls, source: TopicPartition, target: TopicPartition) -> PartitionState:
         send, receive = trio.open_memory_channel[Delivery](float("inf"))
-        return cls(source, target, session, send, receive)
+        return cls(source, target, send, receive)
 
-    def fetch_ready(self, partition_limit: int) -> bool:
-        return (
-            self.position is not None and not self.fetching and not self.stopping
-            and self.queued_bytes < partition_limit
-        )  # fmt: skip
+    def next_window(self, window_bytes: int) -> Window | None:
+        """The fetch to send next for this partition, or None: while it is copied (not
+        paused or stopping), with what it fetched and has not copied yet, plus what is in
+        flight, under the windows' depth of ``window_bytes`` each."""
+        windows = self.windows
+        if windows is None or self.stopping:
+            return None
+        if self.queued_bytes + windows.in_flight * window_bytes >= windows.depth * window_bytes:
+            return None
+        return windows.next_window()
 
-    def restart_at(self, checkpoint: Checkpoint) -> None:
+    def restart_at(self, checkpoint: Checkpoint, *, window_bytes: int, depth: int) -> None:
         self.epoch += 1
         self.copied = self.recorded = checkpoint
-        self.position = checkpoint.source
+        self.windows = FetchWindows(checkpoint.source, window_bytes=window_bytes, depth=depth)
 
     def stop(self) -> None:
         """Stop after the batch in flight, if any; no new batch is started."""
@@ -104,9 +107,12 @@ class PartitionState:
         if self.membership_wait is not None:
             self.membership_wait.cancel()
 
-    def pause(self) -> None:
+    def pause(self) -> int:
+        """Stop fetching; the bytes of answers the windows held (for the caller to release)."""
         self.epoch += 1
-        self.position = None
+        held = 0 if self.windows is None else sum(len(answer.records) for answer in self.windows.held())
+        self.windows = None
+        return held
 
     def lag_records(self) -> int:
         if self.copied is None or self.high_watermark < 0:
@@ -150,7 +156,7 @@ class PartitionCopier:
         unreachable. The first time, the aggregate topic is made to exist and the saved
         checkpoint is read; later (after a failed produce) ``saved`` is the last acknowledged position."""
         ctx, state = self.ctx, self.state
-        state.pause()
+        ctx.budget.release(state.pause())
         backoff = ctx.source.config.retry_backoff
         while True:
             try:
@@ -174,7 +180,8 @@ class PartitionCopier:
                 backoff = min(backoff * 2, ctx.config.reconnect_backoff_max_ms / 1000)
                 continue
             break
-        state.restart_at(checkpoint)
+        config = ctx.config
+        state.restart_at(checkpoint, window_bytes=config.fetch_partition_max_bytes, depth=config.fetch_windows)
         ctx.wake_fetcher()
         log.info(
             "event=partition_resumed source=%s target=%s source_offset=%d aggregate_offset=%d",
@@ -201,7 +208,7 @@ class PartitionCopier:
             self.ctx.metrics.error("reconcile")
             log.error("event=partition_stopped source=%s error=%r", state.source, str(exc))  # noqa: TRY400
         finally:
-            state.pause()
+            self.ctx.budget.release(state.pause())
             # What was fetched ahead and never copied gives its share of the budget back.
             state.inbox_send.close()
             while True:
@@ -214,84 +221,106 @@ class PartitionCopier:
             state.done.set()
 
     async def _copy(self, fetched: RawBatches) -> None:
-        """Copy the selected batches of one fetch, in order, one at a time."""
+        """Copy the selected batches of one fetch, in order: handed to the producer as one run,
+        sent again from the first unacknowledged one after a failure that may pass."""
         ctx, state = self.ctx, self.state
         assert state.copied is not None
         state.high_watermark = max(state.high_watermark, fetched.high_watermark)
+        selected = list(copyable(fetched, state.copied.source))
+        payloads, stamps = self._stamped(selected)
         # Consecutive batches whose offsets moved by the same amount need one translation
-        # entry between them, not one each: the entry covers the run.
-        run: MappingEntry | None = None
-        copied = 0
-        for header, data in copyable(fetched, state.copied.source):
-            if state.stopping:
-                break
-            payload = for_target(header, data, self.stamp)
-            result = await self._produce(payload)
-            if result is None:
+        # entry between them, not one each: the entry covers the run, (source base, source
+        # last, aggregate base) while it grows.
+        run: tuple[int, int, int] | None = None
+        done = 0
+        backoff = ctx.target.config.retry_backoff
+        while done < len(selected) and not state.stopping:
+            results, error = await self._produce(payloads[done:])
+            records = size = 0
+            for result in results:
+                header = selected[done][0]
+                self.stamp = stamps[done + 1]
+                copied = state.copied
+                if result.base_offset != copied.aggregate:
+                    # Someone else appended to the aggregate partition: the copy is still exact
+                    # (translation uses the real offset), but it is worth an operator's look.
+                    ctx.metrics.error("aggregate_offset_gap")
+                    log.warning(
+                        "event=aggregate_offset_gap target=%s expected=%d got=%d",
+                        state.target, copied.aggregate, result.base_offset,
+                    )  # fmt: skip
+                if run is not None and run[2] - run[0] == result.base_offset - header.base_offset:
+                    run = (run[0], header.last_offset, run[2])
+                else:
+                    await self._record(run)  # (a checkpoint may cover what came before this batch)
+                    run = (header.base_offset, header.last_offset, result.base_offset)
+                state.copied = Checkpoint(header.next_offset, result.base_offset + header.last_offset_delta + 1)
+                state.last_timestamp_ms = max(state.last_timestamp_ms, header.max_timestamp)
+                records += header.record_count
+                size += len(payloads[done])
+                done += 1
+            if results:
+                ctx.target_link.up()
+                ctx.metrics.copied(state.source.topic, batches=len(results), records=records, size=size)
+                backoff = ctx.target.config.retry_backoff
+            if error is None:
+                continue  # everything acknowledged, or paused (stopping, or waiting for the group)
+            if not error.retriable:
                 await self._record(run)
                 if not state.stopping:
-                    assert state.copied is not None
                     await self.recover(state.copied)
                 return
-            sequence = (self.stamp.base_sequence + header.last_offset_delta + 1) % SEQUENCE_MODULUS
-            self.stamp = self.stamp._replace(base_sequence=sequence)
-            if result.base_offset != state.copied.aggregate:
-                # Someone else appended to the aggregate partition: the copy is still exact
-                # (translation uses the real offset), but it is worth an operator's look.
-                ctx.metrics.error("aggregate_offset_gap")
-                log.warning(
-                    "event=aggregate_offset_gap target=%s expected=%d got=%d",
-                    state.target, state.copied.aggregate, result.base_offset,
-                )  # fmt: skip
-            state.copied = Checkpoint(header.next_offset, result.base_offset + header.last_offset_delta + 1)
-            state.last_timestamp_ms = max(state.last_timestamp_ms, header.max_timestamp)
-            entry = self._entry(header, result.base_offset)
-            if run is not None and run.aggregate_base - run.source_base == entry.aggregate_base - entry.source_base:
-                run = dataclasses.replace(run, source_last=entry.source_last)
-            else:
-                await self._record(run)
-                run = entry
-            copied += 1
-            ctx.metrics.copied(state.source.topic, batches=1, records=header.record_count, size=len(payload))
-        if copied:
-            ctx.target_link.up()
+            with trio.CancelScope() as state.membership_wait:
+                await trio.sleep(backoff)
+            state.membership_wait = None
+            backoff = min(backoff * 2, ctx.config.reconnect_backoff_max_ms / 1000)
         # The batches after the last copied one (markers, aborted transactions) are skipped for good.
-        if fetched.next_offset > state.copied.source and not state.stopping:
+        if done == len(selected) and fetched.next_offset > state.copied.source and not state.stopping:
             state.copied = Checkpoint(fetched.next_offset, state.copied.aggregate)
         await self._record(run)
 
-    async def _record(self, run: MappingEntry | None) -> None:
+    def _stamped(self, selected: list[tuple[BatchHeader, BytesLike]]) -> tuple[list[BytesLike], list[Stamp]]:
+        """The bytes to produce for each selected batch, stamped once with the sequence it keeps
+        when sent again, and the stamp in force after each (``stamps[i]`` before batch ``i``)."""
+        stamps = [self.stamp]
+        payloads: list[BytesLike] = []
+        for header, data in selected:
+            stamp = stamps[-1]
+            payloads.append(for_target(header, data, stamp))
+            sequence = (stamp.base_sequence + header.last_offset_delta + 1) % SEQUENCE_MODULUS
+            stamps.append(stamp._replace(base_sequence=sequence))
+        return payloads, stamps
+
+    async def _record(self, run: tuple[int, int, int] | None) -> None:
         """Write a run's translation entry; from then on, a checkpoint may cover what was copied."""
         if run is not None:
-            await self.ctx.mapping.add(run)
+            tp = self.state.source
+            await self.ctx.mapping.add(MappingEntry(self.alias, tp.topic, tp.partition, *run))
         self.state.recorded = self.state.copied
 
-    async def _produce(self, payload: BytesLike) -> ProduceResult | None:
-        """Append one stamped batch, sending the same bytes again after a failure that may
-        pass. None when the partition stops first, or on a final error (then reconcile)."""
+    def _may_send(self) -> bool:
+        return not self.state.stopping and self.ctx.counted_in()
+
+    async def _produce(self, payloads: list[BytesLike]) -> tuple[list[ProduceResult], KafkaError | None]:
+        """Send a run of stamped batches once the group counts this instance in: the results of
+        the acknowledged prefix, and the error that ended it (logged and counted here)."""
         ctx, state = self.ctx, self.state
-        backoff = ctx.target.config.retry_backoff
-        while not state.stopping:
-            with trio.CancelScope() as state.membership_wait:
-                # (cancelled by stop(): nothing is in flight while waiting here)
-                await ctx.wait_for_membership()
-            if state.stopping:
-                break
-            try:
-                return await ctx.producer.produce(state.target, payload)
-            except KafkaError as exc:
-                ctx.metrics.error("produce")
-                if isinstance(exc, KafkaConnectionError):
-                    ctx.target_link.down(exc)
-                if not exc.retriable:
-                    log.warning("event=produce_failed target=%s error=%r (reconciling)", state.target, str(exc))
-                    return None
-                log.warning("event=produce_retry target=%s error=%r backoff_s=%.1f", state.target, str(exc), backoff)
-            with trio.CancelScope() as state.membership_wait:
-                await trio.sleep(backoff)
-            backoff = min(backoff * 2, ctx.config.reconnect_backoff_max_ms / 1000)
+        with trio.CancelScope() as state.membership_wait:
+            # (cancelled by stop(): nothing is in flight while waiting here)
+            await ctx.wait_for_membership()
         state.membership_wait = None
-        return None
+        if state.stopping:
+            return [], None
+        results, error = await ctx.producer.produce_run(state.target, payloads, self._may_send)
+        if error is not None:
+            ctx.metrics.error("produce")
+            if isinstance(error, KafkaConnectionError):
+                ctx.target_link.down(error)
+            if error.retriable:
+                log.warning("event=produce_retry target=%s error=%r", state.target, str(error))
+            else:
+                log.warning("event=produce_failed target=%s error=%r (reconciling)", state.target, str(error))
+        return results, error
 
     def update_lag(self) -> None:
         state = self.state

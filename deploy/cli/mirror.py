@@ -33,12 +33,17 @@ from tributary.mirror.translate_group import Translated, run_translate
 log = logging.getLogger("tributary.mirror")
 
 _INT_FLAGS = (
-    ("--fetch-sessions", "fetch requests in flight per source connection (default 2)"),
+    ("--fetch-sessions", "fetch requests in flight per source connection (default 4)"),
+    ("--fetch-windows", "fetches of one partition in flight, reading ahead on a long link (default 8)"),
     ("--fetch-max-bytes", "bytes per fetch request (default 16 MiB)"),
     ("--fetch-partition-max-bytes", "bytes per partition per fetch (default 2 MiB)"),
     ("--fetch-max-wait-ms", "long-poll time of a fetch (default 250)"),
     ("--max-inflight-bytes", "bytes fetched and not yet acknowledged by the aggregate (default 64 MiB)"),
     ("--max-inflight-requests", "requests in flight per connection (default 16)"),
+    (
+        "--max-inflight-batches-per-partition",
+        "batches of one partition in flight to the aggregate, at most 5 (default 1)",
+    ),
     ("--socket-send-buffer-bytes", "SO_SNDBUF of the connections (default: OS autotuning)"),
     ("--socket-receive-buffer-bytes", "SO_RCVBUF of the connections (default: OS autotuning)"),
     ("--bandwidth-bytes-per-second", "cap on bytes fetched from the source per second (default: none)"),

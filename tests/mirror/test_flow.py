@@ -212,6 +212,8 @@ def test_releasing_more_than_acquired_is_a_bug() -> None:
     ],
 )
 def test_fetch_size_follows_the_bandwidth_cap(rate: int | None, expected: int) -> None:
-    config = MirrorConfig(source="s:1", source_alias="east", target="t:1", bandwidth_bytes_per_second=rate)
+    config = MirrorConfig(
+        source="s:1", source_alias="east", target="t:1", bandwidth_bytes_per_second=rate, fetch_sessions=2
+    )
     fetcher = SourceFetcher(SimpleNamespace(config=config), list)  # type: ignore[arg-type]
     assert fetcher._request_bytes() == expected
