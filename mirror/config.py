@@ -1,9 +1,10 @@
 """The mirror's settings: command-line flags and TOML keys, validated once.
 
 Every flag is also a TOML key, spelled like the flag without its dashes
-(``source-alias`` or ``source_alias``); a flag given on the command line wins
-over the file. Validation happens here, before anything connects, so bad
-configuration is one clear line (:class:`MirrorConfigError`).
+(``source-alias`` or ``source_alias``), or with dots as Kafka spells its settings
+(``socket.receive.buffer.bytes``); a flag given on the command line wins over the
+file. Validation happens here, before anything connects, so bad configuration is
+one clear line (:class:`MirrorConfigError`).
 """
 
 from __future__ import annotations
@@ -162,14 +163,28 @@ class MirrorConfig:
 
 
 def _setting_names() -> dict[str, str]:
-    """TOML spelling (dashes or underscores) -> field name."""
+    """TOML spelling (dashes, underscores, or dots as Kafka's names have them:
+    ``socket.receive.buffer.bytes``, ``fetch.max.bytes``) -> field name."""
     names: dict[str, str] = {}
     for f in fields(MirrorConfig):
         if f.name.startswith("_"):
             continue
         names[f.name] = f.name
         names[f.name.replace("_", "-")] = f.name
+        names[f.name.replace("_", ".")] = f.name
     return names
+
+
+def _dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A TOML table with its nested tables spelled out: TOML reads the dotted key
+    ``socket.receive.buffer.bytes = 1`` as tables inside tables."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _coerce(name: str, value: Any, default: Any) -> Any:
@@ -206,7 +221,7 @@ def load_config(flags: Mapping[str, Any], config_file: Path | None = None) -> Mi
         except tomllib.TOMLDecodeError as exc:
             raise MirrorConfigError(f"{config_file} is not valid TOML: {exc}") from None
         table = table.get("mirror", table) if isinstance(table.get("mirror"), dict) else table
-        for key, value in table.items():
+        for key, value in _dotted(table).items():
             if key not in names:
                 raise MirrorConfigError(f"{config_file}: unknown setting {key!r}")
             values[names[key]] = _coerce(names[key], value, defaults[names[key]])

@@ -62,6 +62,22 @@ metrics-port = 9400
     assert config.offsets_topic == DEFAULT_OFFSETS_TOPIC
 
 
+def test_kafka_spellings_with_dots(tmp_path: Path) -> None:
+    """Kafka's names: a dotted TOML key (tables inside tables, for TOML) or a quoted one."""
+    path = toml(tmp_path, BASE + """
+socket.receive.buffer.bytes = 4194304
+"socket.send.buffer.bytes" = 1048576
+fetch.max.bytes = 1000000
+max.inflight.batches.per.partition = 3
+""")  # fmt: skip
+    config = load_config({}, path)
+    assert (config.socket_receive_buffer_bytes, config.socket_send_buffer_bytes) == (4_194_304, 1_048_576)
+    assert config.fetch_max_bytes == 1_000_000
+    assert config.max_inflight_batches_per_partition == 3
+    with pytest.raises(MirrorConfigError, match=re.escape("unknown setting 'socket.receive.buffer.byte'")):
+        load_config({}, toml(tmp_path, BASE + "socket.receive.buffer.byte = 1\n"))
+
+
 def test_mirror_table_is_accepted(tmp_path: Path) -> None:
     path = toml(tmp_path, '[mirror]\nsource = "s:1"\nsource-alias = "west"\ntarget = "t:1"\ngroup = "g"\n')
     config = load_config({}, path)
@@ -98,6 +114,8 @@ def test_flags_alone() -> None:
         (BASE + 'max-inflight-bytes = 1000\n', "at least fetch-partition-max-bytes"),
         (BASE + 'known-aliases = [1, 2]\n', "must be a list of strings"),
         (BASE + 'start-position = "middle"\n', "earliest' or 'latest"),
+        (BASE + 'max-inflight-batches-per-partition = 6\n', "at most 5"),
+        (BASE + 'fetch-windows = 0\n', "fetch-windows must be positive"),
         ('source = "s:1"\nsource-alias = "e.x"\ntarget = "t:1"\n', "no dots"),
         (BASE + 'known-aliases = ["a.b"]\n', "no dots"),
         (BASE + 'topics = "(unclosed"\n', "not a valid regular expression"),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,3 +42,46 @@ def test_copies_batches_byte_for_byte(source_and_aggregate: tuple[Cluster, Clust
         if mirror.running():
             mirror.kill()
     assert assert_exact_copy(east.bootstrap, agg.bootstrap, "east", "pageviews") == 6000
+
+
+@pytest.fixture
+def quick_rebalancing_source(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[tuple[Cluster, Cluster]]:
+    """As above, with a source that lets a killed mirror's session expire in 2 s."""
+    (tmp_path / "east").mkdir()
+    (tmp_path / "agg").mkdir()
+    config = {"num.partitions": "3", "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
+    for east in start_cluster(zookeeper.hosts + "/east", tmp_path / "east", 1, config):
+        for agg in start_cluster(zookeeper.hosts + "/agg", tmp_path / "agg", 1):
+            yield east, agg
+
+
+def test_pipelined_batches_and_read_ahead_survive_kill_9(
+    quick_rebalancing_source: tuple[Cluster, Cluster], tmp_path: Path
+) -> None:
+    """Five batches of a partition in flight to the aggregate and eight fetches of it in flight
+    from the source, small ones, killed twice mid-copy: still every record once, in order."""
+    east, agg = quick_rebalancing_source
+    rng = random.Random(19)
+    producing = threading.Thread(target=produce_zstd, args=(east.bootstrap, "clicks", 60_000), daemon=True)
+    producing.start()
+    extra = [
+        "--max-inflight-batches-per-partition", "5", "--fetch-windows", "8", "--fetch-partition-max-bytes", "32768",
+        "--session-timeout-ms", "2000",
+    ]  # fmt: skip
+    log_path = tmp_path / "mirror.log"
+    mirror = MirrorProcess(east.bootstrap, "east", agg.bootstrap, log_path, extra=extra)
+    mirror.start()
+    try:
+        for _ in range(2):
+            time.sleep(rng.uniform(1.5, 3.0))
+            mirror.kill()
+            mirror.start()
+        producing.join(120)
+        wait_for(lambda: copied_everything(east.bootstrap, agg.bootstrap, "east", "clicks"), 120,
+                 "the copy", mirror.log_tail)  # fmt: skip
+        assert mirror.stop() == 0
+    finally:
+        if mirror.running():
+            mirror.kill()
+    assert assert_exact_copy(east.bootstrap, agg.bootstrap, "east", "clicks") == 60_000
+    assert log_path.read_text().count("event=started") == 3
