@@ -247,12 +247,15 @@ class Tributary(Broker):
         label: str = "tributary",
         settings: dict[str, object] | None = None,
         profile: Path | None = None,
+        advertise: str | None = None,
     ) -> None:
         super().__init__(workdir)
         self.label = label
         self.zookeeper = f"{zookeeper.bootstrap}/{workdir.name}"
         self.settings = settings or {}
         self.profile = profile
+        #: The HOST:PORT clients are told to use (a proxy in front), when not the listener's.
+        self.advertise = advertise
 
     def start(self) -> Tributary:
         config = self.workdir / "broker.toml"
@@ -260,6 +263,7 @@ class Tributary(Broker):
         args = [
             "broker", "--id", "1", "--listen", self.bootstrap, "--data-dir", str(self.workdir / "data"),
             "--zookeeper", self.zookeeper, "--config", str(config),
+            *(["--advertise", self.advertise] if self.advertise is not None else []),
         ]  # fmt: skip
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         if self.profile is None:

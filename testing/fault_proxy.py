@@ -376,6 +376,12 @@ class ProxyThread:
     def ports(self) -> list[int]:
         return self.proxy.ports
 
+    @property
+    def native_id(self) -> int | None:
+        """The proxy thread's id for the operating system (``/proc/<pid>/task/<id>``: what the
+        proxy itself costs), once started."""
+        return self._thread.native_id
+
     def start(self) -> ProxyThread:
         self._thread.start()
         if not self._started.wait(10) or self._error is not None:
