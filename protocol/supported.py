@@ -44,12 +44,48 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Versions(0, 0),
 }
 
+#: What Tributary's own client sends (``client/wire/versions.py`` clips it to each broker's
+#: range): the versions its code was written and tested for. It lags behind the broker's table on
+#: purpose: a newer version means new semantics (topic ids in Fetch v13+, batched groups in
+#: OffsetFetch v8+), which the client adopts API by API, never by raising a number here.
+CLIENT_VERSIONS: dict[ApiKey, Versions] = {
+    ApiKey.PRODUCE: Versions(3, 8),
+    ApiKey.FETCH: Versions(4, 11),
+    ApiKey.LIST_OFFSETS: Versions(1, 5),
+    ApiKey.METADATA: Versions(0, 8),
+    ApiKey.OFFSET_COMMIT: Versions(2, 7),
+    ApiKey.OFFSET_FETCH: Versions(1, 5),
+    ApiKey.FIND_COORDINATOR: Versions(0, 2),
+    ApiKey.JOIN_GROUP: Versions(0, 5),
+    ApiKey.HEARTBEAT: Versions(0, 3),
+    ApiKey.LEAVE_GROUP: Versions(0, 3),
+    ApiKey.SYNC_GROUP: Versions(0, 3),
+    ApiKey.DESCRIBE_GROUPS: Versions(0, 4),
+    ApiKey.LIST_GROUPS: Versions(0, 2),
+    ApiKey.API_VERSIONS: Versions(0, 3),
+    ApiKey.CREATE_TOPICS: Versions(2, 4),
+    ApiKey.DELETE_TOPICS: Versions(1, 3),
+    ApiKey.INIT_PRODUCER_ID: Versions(0, 1),
+    ApiKey.DESCRIBE_CONFIGS: Versions(0, 3),
+    ApiKey.ALTER_CONFIGS: Versions(0, 1),
+    ApiKey.DESCRIBE_LOG_DIRS: Versions(0, 1),
+    ApiKey.CREATE_PARTITIONS: Versions(0, 1),
+    ApiKey.DELETE_GROUPS: Versions(0, 1),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Versions(0, 0),
+    ApiKey.OFFSET_DELETE: Versions(0, 0),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Versions(0, 3),
+    ApiKey.ELECT_LEADERS: Versions(0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Versions(0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Versions(0, 0),
+}
+
 #: The consumer-protocol Subscription and Assignment versions we write; newer
 #: ones decode by reading the fields we know.
 CONSUMER_PROTOCOL_VERSIONS = Versions(0, 3)
 
 
 def is_supported(api_key: int, version: int) -> bool:
+    """Whether the broker serves ``version`` of ``api_key``."""
     # IntEnum members hash as their ints, so a plain int looks them up.
     versions = SUPPORTED_VERSIONS.get(api_key)  # type: ignore[call-overload]
     return versions is not None and version in versions

@@ -59,6 +59,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "elect_leaders": ("ElectLeadersRequest", "ElectLeadersResponse"),
     "alter_partition_reassignments": ("AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),
     "list_partition_reassignments": ("ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
+    "delete_records": ("DeleteRecordsRequest", "DeleteRecordsResponse"),
+    "describe_cluster": ("DescribeClusterRequest", "DescribeClusterResponse"),
+    "describe_producers": ("DescribeProducersRequest", "DescribeProducersResponse"),
 }
 
 PRIMITIVE_PY = {
