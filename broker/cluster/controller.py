@@ -19,7 +19,9 @@ Its duties:
   ephemeral node) loses the leadership of every partition another in-sync replica can take;
 - partition reassignment (`/admin/reassign_partitions`): start each requested move (target and
   original replicas together, the new ones catching up), and complete it once every target
-  replica is in sync (:mod:`broker.cluster.reassignment` holds the rules).
+  replica is in sync (:mod:`broker.cluster.reassignment` holds the rules);
+- topic ids: a topic node without one (written by Kafka before 2.8, or by a foreign tool) gets
+  one, as Kafka's controller does, so that Metadata v10+ and Fetch v13+ can name every topic.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from tributary.broker.cluster.znodes import (
     encode_controller_epoch,
     encode_partition_state,
     encode_topic,
+    new_uuid,
 )
 
 logger = logging.getLogger(__name__)
@@ -357,6 +360,7 @@ class Controller:
                 departing = await session.children(zk_paths.ADMIN_CONTROLLED_SHUTDOWN, watch=self._admin_watch)
                 shutting_down = frozenset(int(c) for c in departing if c.isdigit())
                 clean &= await self._reconcile_leaders(epoch, shutting_down)
+                clean &= await self._assign_topic_ids(epoch)
                 if clean and shutting_down:
                     await self._confirm_shutdowns(epoch, shutting_down)
                 clean &= await self._preferred_elections(epoch)
@@ -585,6 +589,33 @@ class Controller:
             return False
         logger.info("deleted topic %r", name)
         return True
+
+    async def _assign_topic_ids(self, epoch: ControllerEpoch) -> bool:
+        """Give every topic node that has no topic id a new one, version-checked against the
+        node as read (a concurrent change makes this run again on fresh data)."""
+        missing = [name for name, info in self._snapshot().topics.items() if not info.topic_id]
+        clean = True
+        for name in sorted(missing):
+            node = await self._session.get_or_none(zk_paths.topic(name))
+            if node is None:
+                continue
+            try:
+                topic_id, assignment = decode_topic(node[0])
+                moving = decode_moving(node[0])
+            except ValueError:
+                continue  # the registry ignores it too, and says so
+            if topic_id:
+                continue
+            topic_id = new_uuid()
+            try:
+                await self._commit(epoch, [SetData(zk_paths.topic(name), encode_topic(topic_id, assignment, moving),
+                                                   node[1].version)])  # fmt: skip
+            except TransactionFailedError as exc:
+                logger.info("giving topic %r an id raced with another writer (%s); retrying", name, exc)
+                clean = False
+                continue
+            logger.info("topic %r had no topic id: it is %s now", name, topic_id)
+        return clean
 
     async def _reconcile_leaders(self, epoch: ControllerEpoch, shutting_down: frozenset[int]) -> bool:
         snapshot = self._snapshot()

@@ -910,6 +910,10 @@ class AssignmentFeed:
         async for snapshot in self._snapshots:
             assigned = snapshot.replicas_of(self._broker_id)
             held = self._held
+            if held is not None:
+                # A topic given an id (it had none) is the same topic: nothing to drop or add.
+                by_partition = {(r.topic, r.partition): r for r in assigned}
+                held = frozenset(by_partition.get((r.topic, r.partition), r) if not r.topic_id else r for r in held)
             self._held = assigned
             # A changed topic config is a change too (with nothing added or removed): the
             # broker applies it to the logs it holds.
