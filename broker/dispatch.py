@@ -21,10 +21,13 @@ from tributary.broker.handlers import (
     create_partitions,
     create_topics,
     delete_groups,
+    delete_records,
     delete_topics,
+    describe_cluster,
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -100,6 +103,11 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ](list_partition_reassignments.handle),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
         offset_for_leader_epoch.handle
+    ),
+    ApiKey.DELETE_RECORDS: Route[m.DeleteRecordsRequest, m.DeleteRecordsResponse](delete_records.handle),
+    ApiKey.DESCRIBE_CLUSTER: Route[m.DescribeClusterRequest, m.DescribeClusterResponse](describe_cluster.handle),
+    ApiKey.DESCRIBE_PRODUCERS: Route[m.DescribeProducersRequest, m.DescribeProducersResponse](
+        describe_producers.handle
     ),
 }
 

@@ -65,6 +65,7 @@ async def _flush_scheduler(broker: Broker) -> None:
         try:
             broker.logs.checkpoint_recovery_points()
             broker.logs.checkpoint_high_watermarks()
+            broker.logs.checkpoint_log_start_offsets()
         except OSError as exc:
             if not checkpoint_failed:
                 log.warning("cannot write the recovery point or high watermark checkpoints (tried each flush): %s", exc)
@@ -172,9 +173,7 @@ async def run(
     try:
         registry = ClusterRegistry(
             config.zookeeper,
-            BrokerInfo(
-                config.broker_id, config.advertise.host, config.advertise.port, config.datacenter, config.rack
-            ),
+            BrokerInfo(config.broker_id, config.advertise.host, config.advertise.port, config.datacenter, config.rack),
             session_timeout=config.zookeeper_session_timeout_ms / 1000,
             balance=LeaderBalance(
                 config.auto_leader_rebalance,

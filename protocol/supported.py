@@ -1,10 +1,12 @@
-"""The API versions Tributary speaks, as advertised in ApiVersions.
+"""The API versions Tributary speaks: the broker's, as advertised in ApiVersions, and the client's.
 
-Only non-flexible versions are listed, apart from ApiVersions v3 and the APIs that have no
-other (AlterPartitionReassignments, ListPartitionReassignments): librdkafka
-2.0.2 (Debian's kcat) enables message format v2, zstd and groups only when
-specific older versions fall inside the advertised ranges, and every listed
-version must round-trip through the codec (the tests check it).
+The broker serves every version up to the newest of Apache Kafka's definitions (flexible versions
+and tagged fields included) and keeps the old ones: librdkafka 2.0.2 (Debian's kcat) enables
+message format v2, zstd and groups only when specific older versions fall inside the advertised
+ranges (Produce 3, Fetch 4, OffsetCommit 1-2, JoinGroup 0, ...), and librdkafka up to 2.11
+compresses with gzip, snappy and lz4 only when Produce v0 is in range, so Produce starts at 0
+(magic 0 and 1 message sets are still refused). Every listed version must round-trip through
+the codec, and every handler answers the fields its newest version adds (the tests check both).
 """
 
 from __future__ import annotations
@@ -13,35 +15,37 @@ from tributary.protocol.messages import ApiKey
 from tributary.protocol.schema import Versions
 
 SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
-    ApiKey.PRODUCE: Versions(3, 8),
-    ApiKey.FETCH: Versions(4, 11),
-    ApiKey.LIST_OFFSETS: Versions(1, 5),
-    ApiKey.METADATA: Versions(0, 8),
-    ApiKey.OFFSET_COMMIT: Versions(2, 7),
-    ApiKey.OFFSET_FETCH: Versions(1, 5),
-    ApiKey.FIND_COORDINATOR: Versions(0, 2),
-    ApiKey.JOIN_GROUP: Versions(0, 5),
-    ApiKey.HEARTBEAT: Versions(0, 3),
-    ApiKey.LEAVE_GROUP: Versions(0, 3),
-    ApiKey.SYNC_GROUP: Versions(0, 3),
-    ApiKey.DESCRIBE_GROUPS: Versions(0, 4),
-    ApiKey.LIST_GROUPS: Versions(0, 2),
-    ApiKey.API_VERSIONS: Versions(0, 3),
-    ApiKey.CREATE_TOPICS: Versions(2, 4),
-    ApiKey.DELETE_TOPICS: Versions(1, 3),
-    ApiKey.INIT_PRODUCER_ID: Versions(0, 1),
-    ApiKey.DESCRIBE_CONFIGS: Versions(0, 3),
-    ApiKey.ALTER_CONFIGS: Versions(0, 1),
-    ApiKey.DESCRIBE_LOG_DIRS: Versions(0, 1),
-    ApiKey.CREATE_PARTITIONS: Versions(0, 1),
-    ApiKey.DELETE_GROUPS: Versions(0, 1),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: Versions(0, 0),
+    ApiKey.PRODUCE: Versions(0, 11),
+    ApiKey.FETCH: Versions(4, 17),
+    ApiKey.LIST_OFFSETS: Versions(1, 10),
+    ApiKey.METADATA: Versions(0, 12),
+    ApiKey.OFFSET_COMMIT: Versions(2, 9),
+    ApiKey.OFFSET_FETCH: Versions(1, 9),
+    ApiKey.FIND_COORDINATOR: Versions(0, 6),
+    ApiKey.JOIN_GROUP: Versions(0, 9),
+    ApiKey.HEARTBEAT: Versions(0, 4),
+    ApiKey.LEAVE_GROUP: Versions(0, 5),
+    ApiKey.SYNC_GROUP: Versions(0, 5),
+    ApiKey.DESCRIBE_GROUPS: Versions(0, 5),
+    ApiKey.LIST_GROUPS: Versions(0, 5),
+    ApiKey.API_VERSIONS: Versions(0, 4),
+    ApiKey.CREATE_TOPICS: Versions(2, 7),
+    ApiKey.DELETE_TOPICS: Versions(1, 6),
+    ApiKey.DELETE_RECORDS: Versions(0, 2),
+    ApiKey.INIT_PRODUCER_ID: Versions(0, 5),
+    ApiKey.DESCRIBE_CONFIGS: Versions(0, 4),
+    ApiKey.ALTER_CONFIGS: Versions(0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: Versions(0, 4),
+    ApiKey.CREATE_PARTITIONS: Versions(0, 3),
+    ApiKey.DELETE_GROUPS: Versions(0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Versions(0, 1),
     ApiKey.OFFSET_DELETE: Versions(0, 0),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: Versions(0, 3),
-    ApiKey.ELECT_LEADERS: Versions(0, 1),
-    # Flexible from their first version; no client picks a version of these by the range.
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Versions(0, 4),
+    ApiKey.ELECT_LEADERS: Versions(0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: Versions(0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Versions(0, 0),
+    ApiKey.DESCRIBE_CLUSTER: Versions(0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: Versions(0, 0),
 }
 
 #: What Tributary's own client sends (``client/wire/versions.py`` clips it to each broker's

@@ -1,7 +1,8 @@
 """FindCoordinator: the broker leading the group's ``__consumer_offsets`` partition.
 
 The topic is created on the first request, as Kafka does. Transaction
-coordinators do not exist here (transactions are not supported).
+coordinators do not exist here (transactions are not supported). From v4 one
+request asks for several keys at once, each answered on its own.
 """
 
 from __future__ import annotations
@@ -11,24 +12,45 @@ from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
 GROUP_KEY_TYPE = 0
+#: From this version a request names several keys (KIP-699).
+BATCHED_KEYS_VERSION = 4
+
+Coordinator = FindCoordinatorResponse.Coordinator
 
 
-async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
-    if request.key_type != GROUP_KEY_TYPE:
-        return FindCoordinatorResponse(
+async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    if key_type != GROUP_KEY_TYPE:
+        return Coordinator(
+            key=key,
             error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
             error_message="transactions are not supported",
             node_id=-1,
             host="",
             port=-1,
         )
-    error, coordinator = await ctx.broker.offsets_topic.coordinator_for(request.key)
+    error, coordinator = await ctx.broker.offsets_topic.coordinator_for(key)
     if coordinator is None:
-        return FindCoordinatorResponse(error_code=error, error_message=error.name, node_id=-1, host="", port=-1)
-    return FindCoordinatorResponse(
+        return Coordinator(key=key, error_code=error, error_message=error.name, node_id=-1, host="", port=-1)
+    return Coordinator(
+        key=key,
         error_code=ErrorCode.NONE,
         error_message=None,
         node_id=coordinator.id,
         host=coordinator.host,
         port=coordinator.port,
+    )
+
+
+async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    if ctx.api_version >= BATCHED_KEYS_VERSION:
+        return FindCoordinatorResponse(
+            coordinators=[await _find(ctx, key, request.key_type) for key in request.coordinator_keys]
+        )
+    found = await _find(ctx, request.key, request.key_type)
+    return FindCoordinatorResponse(
+        error_code=found.error_code,
+        error_message=found.error_message,
+        node_id=found.node_id,
+        host=found.host,
+        port=found.port,
     )

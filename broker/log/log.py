@@ -64,26 +64,28 @@ from tributary.protocol.records import (
 __all__ = ["PRODUCER_STATE_FILE", "AppendResult", "FileRegion", "PartitionLog", "ReadResult"]
 
 
-def _first_record_at(segment: Segment, header: BatchHeader, timestamp: int) -> tuple[int, int]:
-    """(offset, timestamp) of the batch's first record stamped at or after ``timestamp``.
+def _first_record_at(segment: Segment, header: BatchHeader, timestamp: int, min_offset: int = 0) -> tuple[int, int]:
+    """(offset, timestamp) of the batch's first record at or after ``min_offset`` (the log start)
+    stamped at or after ``timestamp``.
 
     A batch stamped with the log's append time gives every record its maximum
     timestamp, and a control batch holds one marker: both answer with their
     first offset. A batch that cannot be read whole answers the same way (the
     answer is then up to a batch early, as before; it is never past a record)."""
+    first = max(header.base_offset, min_offset)
     if header.timestamp_type == LOG_APPEND_TIME or header.is_control:
-        return header.base_offset, header.max_timestamp
+        return first, header.max_timestamp
     found = segment.locate(header.base_offset)
     if found is None:
-        return header.base_offset, header.max_timestamp
+        return first, header.max_timestamp
     try:
         data = os.pread(segment.fd, header.size, found[0])
         for record in iter_records(data, check_crc=False):
-            if record.timestamp >= timestamp:
+            if record.offset >= min_offset and record.timestamp >= timestamp:
                 return record.offset, record.timestamp
     except (OSError, ProtocolError) as exc:
         log.warning("offset for timestamp %d: batch at offset %d unreadable (%s)", timestamp, header.base_offset, exc)
-    return header.base_offset, header.max_timestamp
+    return first, header.max_timestamp
 
 
 log = logging.getLogger(__name__)
@@ -123,12 +125,18 @@ class PartitionLog:
         producers: ProducerStateManager,
         *,
         epochs: LeaderEpochCache | None = None,
+        log_start_offset: int = 0,
     ) -> None:
         self._dir = directory
         #: May be replaced at any time (topic config changes); read at each use.
         self.config = config
         self._segments: tuple[Segment, ...] = tuple(segments)
         self._bases = [s.base_offset for s in self._segments]
+        # The first offset a consumer may read (DeleteRecords moves it into a segment, KIP-107);
+        # never below the first segment's base offset, never past the log end.
+        self._log_start_offset = min(
+            max(log_start_offset, self._segments[0].base_offset), self._segments[-1].next_offset
+        )
         self._recovery_point = recovery_point
         self._producers = producers
         #: Where each leader epoch starts here (KIP-101), kept with the log's every change.
@@ -169,8 +177,10 @@ class PartitionLog:
         *,
         clean_shutdown: bool = False,
         now_ms: int | None = None,
+        log_start_offset: int = 0,
     ) -> PartitionLog:
-        """Opens (or creates) the log in ``directory``.
+        """Opens (or creates) the log in ``directory``; ``log_start_offset`` is where the log
+        start offset checkpoint says it starts (DeleteRecords), if later than its first segment.
 
         The active (last) segment is always validated batch by batch and
         re-indexed: it is where torn writes land, and a corrupt batch must never
@@ -219,13 +229,13 @@ class PartitionLog:
             segments[-1].activate()
             log_end = segments[-1].next_offset
             producers = _load_producer_state(path, log_end, now_ms) or _rebuild_producer_state(segments, now_ms)
-            epochs = _load_epochs(path, segments)
+            epochs = _load_epochs(path, segments, log_start_offset)
         except BaseException:
             for segment in segments:
                 segment.retire()
             raise
         recovery_point = log_end if clean_shutdown else min(recovery_point, log_end)
-        return cls(path, config, segments, recovery_point, producers, epochs=epochs)
+        return cls(path, config, segments, recovery_point, producers, epochs=epochs, log_start_offset=log_start_offset)
 
     # --- the log's extent -------------------------------------------------------
 
@@ -235,7 +245,46 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        """The first offset consumers may read: the first segment's base offset, or later once
+        DeleteRecords (or the leader's, on a follower) moved it into that segment."""
+        return max(self._log_start_offset, self._segments[0].base_offset)
+
+    def advance_log_start_offset(self, offset: int) -> int:
+        """DeleteRecords (KIP-107): nothing below ``offset`` is served any more, and the segments
+        wholly below it are deleted now (never the active one). ``offset`` may not pass the high
+        watermark (OffsetOutOfRangeError, nothing changes); one at or below the current start
+        changes nothing. Returns the log start offset. The log manager's checkpoint
+        (``log-start-offset-checkpoint``) keeps it across restarts."""
+        self._check_open()
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.high_watermark)
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        return self._move_log_start(offset)
+
+    def follow_log_start_offset(self, leader_start: int) -> None:
+        """A follower takes its leader's log start offset (from a fetch response), as far as its
+        own log reaches: what the leader deleted is deleted here too."""
+        if not self._closed and leader_start > self.log_start_offset:
+            self._move_log_start(min(leader_start, self.log_end_offset))
+
+    def _move_log_start(self, offset: int) -> int:
+        segments = self._segments
+        doomed = 0
+        while doomed < len(segments) - 1 and segments[doomed + 1].base_offset <= offset:
+            doomed += 1
+        with self._lock:
+            self._log_start_offset = offset
+            if doomed:
+                self._segments = segments[doomed:]
+                self._bases = self._bases[doomed:]
+                self._dir_dirty = True
+        for segment in segments[:doomed]:
+            segment.delete_files()
+        self._producers.truncate_head(offset)
+        self.epochs.truncate_from_start(offset)
+        self._write_epochs()
+        return offset
 
     @property
     def log_end_offset(self) -> int:
@@ -447,7 +496,7 @@ class PartitionLog:
         result pins its segments until closed: use it in a ``with`` block."""
         self._check_open()
         segments, bases = self._segments, self._bases
-        start, end = segments[0].base_offset, segments[-1].next_offset
+        start, end = self.log_start_offset, segments[-1].next_offset
         if not start <= offset <= end:
             raise OffsetOutOfRangeError(offset, start, end)
         visible = self.visible_end_offset()
@@ -493,14 +542,31 @@ class PartitionLog:
         decompress; without this, every hour boundary of an audit (and every
         seek by time) would land on a batch's first record, up to a batch early."""
         self._check_open()
+        start = self.log_start_offset
         for segment in self._segments:
-            if segment.max_timestamp >= timestamp:
-                header = segment.find_timestamp(timestamp)
-                if header is not None:
-                    if header.base_offset >= self.visible_end_offset():
-                        return None
-                    return _first_record_at(segment, header, timestamp)
+            if segment.max_timestamp < timestamp:
+                continue
+            header = segment.find_timestamp(timestamp)
+            if header is not None and header.last_offset < start:
+                # Below what DeleteRecords left: the first later batch that reaches the time.
+                header = next(
+                    (h for h in segment.iter_headers() if h.last_offset >= start and h.max_timestamp >= timestamp),
+                    None,
+                )
+            if header is None:
+                continue
+            if header.base_offset >= self.visible_end_offset():
+                return None
+            return _first_record_at(segment, header, timestamp, start)
         return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first visible record stamped with the largest timestamp in
+        the log (ListOffsets' MAX_TIMESTAMP, KIP-734); None for an empty log, or when that
+        record is not visible yet (Kafka's answer then is "unknown" too)."""
+        self._check_open()
+        largest = max((segment.max_timestamp for segment in self._segments), default=-1)
+        return None if largest < 0 else self.offset_for_timestamp(largest)
 
     # --- flushing ---------------------------------------------------------------
 
@@ -641,8 +707,12 @@ class PartitionLog:
         segments = self._segments
         if offset >= segments[-1].next_offset:
             return
-        if offset < segments[0].base_offset:
-            raise OffsetOutOfRangeError(offset, segments[0].base_offset, segments[-1].next_offset)
+        if offset < self.log_start_offset:
+            if offset < segments[0].base_offset:
+                raise OffsetOutOfRangeError(offset, segments[0].base_offset, segments[-1].next_offset)
+            # Below what DeleteRecords left (Kafka's rule): nothing the log still serves is kept.
+            self.truncate_fully_and_start_at(offset, now_ms)
+            return
         i = bisect_right(self._bases, offset) - 1
         if offset == segments[i].base_offset and i > 0:
             i -= 1  # the whole segment goes; the one before becomes active
@@ -676,6 +746,7 @@ class PartitionLog:
         with self._lock:
             self._segments = (new,)
             self._bases = [offset]
+            self._log_start_offset = offset
             self._truncations += 1
             self._recovery_point = offset
             self._dir_dirty = True
@@ -807,7 +878,7 @@ def _rebuild_producer_state(segments: Sequence[Segment], now_ms: int) -> Produce
     return state
 
 
-def _load_epochs(path: Path, segments: Sequence[Segment]) -> LeaderEpochCache:
+def _load_epochs(path: Path, segments: Sequence[Segment], log_start_offset: int = 0) -> LeaderEpochCache:
     """The leader-epoch checkpoint, cut to the log as recovery left it; rebuilt from the batch
     headers when it is missing or unreadable (a log from before replication, a lost file)."""
     checkpoint = path / LEADER_EPOCH_CHECKPOINT
@@ -822,6 +893,6 @@ def _load_epochs(path: Path, segments: Sequence[Segment]) -> LeaderEpochCache:
                 log.warning("%s: corrupt batch while rebuilding the leader-epoch cache: %s", segment.log_path, exc)
                 break
     cache.truncate_from_end(segments[-1].next_offset)
-    cache.truncate_from_start(segments[0].base_offset)
+    cache.truncate_from_start(min(max(segments[0].base_offset, log_start_offset), segments[-1].next_offset))
     cache.write()
     return cache

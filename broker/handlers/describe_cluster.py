@@ -1,0 +1,34 @@
+"""DescribeCluster (KIP-700): the cluster id, the controller and the live brokers.
+
+What Metadata says about the cluster, without topics: admin clients (describe_cluster, and
+Kafka's tools) ask it instead. Endpoint type 2 (the KRaft controllers, v1) has no answer in a
+ZooKeeper cluster: UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker gives.
+"""
+
+from __future__ import annotations
+
+from tributary.broker.context import RequestContext
+from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
+
+BROKERS_ENDPOINT = 1
+
+
+async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
+    if request.endpoint_type != BROKERS_ENDPOINT:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message=f"endpoint type {request.endpoint_type}: this cluster describes its brokers only",
+            endpoint_type=request.endpoint_type,
+        )
+    snapshot = ctx.broker.snapshot()
+    return DescribeClusterResponse(
+        error_code=ErrorCode.NONE,
+        endpoint_type=BROKERS_ENDPOINT,
+        cluster_id=snapshot.cluster_id,
+        controller_id=snapshot.controller_id if snapshot.controller_id is not None else -1,
+        brokers=[
+            DescribeClusterResponse.DescribeClusterBroker(broker_id=b.id, host=b.host, port=b.port, rack=b.rack)
+            for b in sorted(snapshot.brokers.values(), key=lambda b: b.id)
+        ],
+    )
