@@ -102,6 +102,9 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
+    # The settings the file or the flags gave (the others are defaults): DescribeConfigs
+    # reports their source.
+    given: frozenset[str] = frozenset()
 
 
 def _int(name: str, value: Any) -> int:
@@ -191,6 +194,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "message.max.bytes": ("log.max_message_bytes", _int),
     "log.segment.bytes": ("log.segment_bytes", _int),
     "log.record.validation": ("log.record_validation", _str),
+    "compression.type": ("log.compression_type", _str),
     "log.max.decompression.ratio": ("log.max_decompression_ratio", _int),
     "log.roll.ms": ("log.segment_ms", _int),
     "log.index.interval.bytes": ("log.index_interval_bytes", _int),
@@ -220,6 +224,11 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "high.watermark.fsync": ("replication.high_watermark_fsync", _bool),
 }
 REQUIRED = ("id", "listen", "data-dir", "zookeeper")
+
+
+def known_settings() -> Mapping[str, tuple[str, Callable[[str, Any], Any]]]:
+    """Every setting the broker reads: name -> (where it lands in BrokerConfig, converter)."""
+    return _SETTINGS
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -292,4 +301,6 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
         replication = ReplicationConfig(**sections["replication"])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return BrokerConfig(log=LogConfig(**sections["log"]), group=group, replication=replication, **top)
+    return BrokerConfig(
+        log=LogConfig(**sections["log"]), group=group, replication=replication, given=frozenset(settings), **top
+    )

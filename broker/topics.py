@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tributary.broker.log.config import LogConfig
+from tributary.broker.log.config import COMPRESSION_TYPES, LogConfig
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
@@ -60,8 +60,8 @@ def _value_error(key: str, value: str | None) -> str | None:
         return f"unknown or unsupported topic config {key!r}"
     if key == "cleanup.policy" and value not in (None, "delete"):
         return "cleanup.policy must be 'delete': compaction is not supported"
-    if key == "compression.type" and value not in (None, "producer"):
-        return "compression.type must be 'producer': the broker never recompresses"
+    if key == "compression.type" and value is not None and value not in COMPRESSION_TYPES:
+        return f"compression.type must be one of {', '.join(COMPRESSION_TYPES)}, got {value!r}"
     if key == "message.timestamp.type" and value not in (None, "CreateTime"):
         return "message.timestamp.type must be 'CreateTime'"
     if key not in ("cleanup.policy", "compression.type", "message.timestamp.type"):
@@ -135,9 +135,7 @@ def config_type(name: str) -> int:
 
 
 def _effective_defaults(broker_defaults: LogConfig) -> dict[str, str]:
-    values = {name: value for name, value in broker_defaults.to_kafka().items() if name in TOPIC_CONFIGS}
-    values["compression.type"] = "producer"
-    return values
+    return {name: value for name, value in broker_defaults.to_kafka().items() if name in TOPIC_CONFIGS}
 
 
 def describe_topic_config(overrides: Mapping[str, str], broker_defaults: LogConfig) -> list[ConfigEntry]:

@@ -3,8 +3,8 @@
 Defaults are Kafka's. A topic's overrides arrive as Kafka names and strings
 (``{"retention.ms": "3600000"}``, as stored in ZooKeeper); :meth:`LogConfig.with_overrides`
 applies them. Names of topic configs the log does not implement
-(``min.insync.replicas``, ``compression.type``...) are ignored there: they
-belong to other parts of the broker.
+(``min.insync.replicas``...) are ignored there: they belong to other parts of
+the broker.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tributary.protocol.compression import Compression
+
 DAY_MS = 24 * 60 * 60 * 1000
 #: Kafka's "never" for the flush settings (Long.MAX_VALUE there).
 NEVER = sys.maxsize
@@ -22,6 +24,17 @@ NEVER = sys.maxsize
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
 _CLEANUP_POLICIES = frozenset({"delete", "compact"})
+#: ``compression.type``: "producer" keeps each batch as the producer compressed it (the default,
+#: and the only value that never decompresses); any other recompresses a batch in another codec.
+PRODUCER = "producer"
+COMPRESSION_TYPES: Mapping[str, Compression | None] = {
+    PRODUCER: None,
+    "uncompressed": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
 
 # Kafka name -> attribute. Every attribute has one.
 KAFKA_NAMES: Mapping[str, str] = {
@@ -37,11 +50,12 @@ KAFKA_NAMES: Mapping[str, str] = {
     "message.timestamp.type": "message_timestamp_type",
     "cleanup.policy": "cleanup_policy",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "compression.type": "compression_type",
     # Tributary's own: Kafka always decodes compressed batches on append and has no bound.
     "record.validation": "record_validation",
     "max.decompression.ratio": "max_decompression_ratio",
 }
-_STRING_ATTRIBUTES = frozenset({"message_timestamp_type", "cleanup_policy", "record_validation"})
+_STRING_ATTRIBUTES = frozenset({"message_timestamp_type", "cleanup_policy", "record_validation", "compression_type"})
 #: ``record.validation``: "full" walks every record of every batch before it is appended;
 #: "header" trusts the producer's records once the header and CRC check out.
 FULL = "full"
@@ -75,6 +89,8 @@ class LogConfig:
     #: A compressed batch whose records inflate past this many times ``max.message.bytes``
     #: is refused (the check streams: it costs time, never memory).
     max_decompression_ratio: int = 100
+    #: "producer", or the codec every batch is stored in (see :data:`COMPRESSION_TYPES`).
+    compression_type: str = PRODUCER
 
     def __post_init__(self) -> None:
         for name, attribute in KAFKA_NAMES.items():
@@ -105,6 +121,10 @@ class LogConfig:
                 f"message.timestamp.type must be {CREATE_TIME} or {LOG_APPEND_TIME}, "
                 f"not {self.message_timestamp_type!r}"
             )
+        if self.compression_type not in COMPRESSION_TYPES:
+            raise ValueError(
+                f"compression.type must be one of {', '.join(COMPRESSION_TYPES)}, not {self.compression_type!r}"
+            )
         policies = {p.strip() for p in self.cleanup_policy.split(",")}
         if not policies or not policies <= _CLEANUP_POLICIES:
             raise ValueError(f"cleanup.policy must be delete, compact or both, not {self.cleanup_policy!r}")
@@ -117,6 +137,11 @@ class LogConfig:
     def max_decompressed_bytes(self) -> int:
         """The most a compressed batch's records may inflate to."""
         return max(self.max_message_bytes, 1) * self.max_decompression_ratio
+
+    @property
+    def stored_codec(self) -> Compression | None:
+        """The codec batches are stored in, or None to keep the producer's."""
+        return COMPRESSION_TYPES[self.compression_type]
 
     @property
     def log_append_time(self) -> bool:

@@ -47,6 +47,7 @@ from tributary.broker.log.segment import (
     Segment,
     parse_segment_file_name,
 )
+from tributary.protocol.compression import Compression
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError, ProtocolError
 from tributary.protocol.records import (
@@ -55,6 +56,7 @@ from tributary.protocol.records import (
     check_records,
     iter_records,
     parse_batch_header,
+    recompress_batch,
     set_base_offset,
     set_partition_leader_epoch,
     stamp_log_append_time,
@@ -361,6 +363,9 @@ class PartitionLog:
         config = self.config
         buf = bytearray(records)
         batches = _validate(buf, config)
+        if config.stored_codec is not None:
+            # compression.type names a codec: the one place an append decompresses.
+            buf, batches = _recompressed(buf, batches, config.stored_codec, config)
         duplicate = self._producers.check(header for _, header in batches)
         if duplicate is not None:
             return AppendResult(
@@ -819,6 +824,24 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
     if not batches:
         raise InvalidRecordError("no record batches to append")
     return batches
+
+
+def _recompressed(
+    buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: Compression, config: LogConfig
+) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+    """The batches with their records in ``codec`` (those in it already copied as they are),
+    each held to ``max.message.bytes`` again (Kafka's rule: the stored size counts)."""
+    if all(header.compression == codec for _, header in batches):
+        return buf, batches
+    out = bytearray()
+    placed: list[tuple[int, BatchHeader]] = []
+    for pos, header in batches:
+        batch = recompress_batch(buf, pos, header, codec, max_size=config.max_decompressed_bytes)
+        if len(batch) > config.max_message_bytes:
+            raise RecordTooLargeError(len(batch), config.max_message_bytes)
+        placed.append((len(out), parse_batch_header(batch)))
+        out += batch
+    return out, placed
 
 
 def _discover(path: Path) -> list[int]:

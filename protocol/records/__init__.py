@@ -25,7 +25,8 @@ patching headers: what brokers and mirrors use), :mod:`.codec` (decoding records
 :func:`iter_records`, what consumers use) and :mod:`.builder` (:class:`BatchBuilder`,
 what producers use), :mod:`.control` (transaction markers) and :mod:`.validate`
 (whether a batch's records agree with its header, what brokers check before
-appending). Their public names are re-exported here.
+appending) and :mod:`.recompress` (a batch's records in another codec, for topics
+whose ``compression.type`` asks for one). Their public names are re-exported here.
 Malformed input raises :class:`CorruptRecordError`; magic 0/1 raises
 :class:`UnsupportedMagicError`.
 """
@@ -66,6 +67,7 @@ from tributary.protocol.records.header import (
     validate_batch,
     verify_crc,
 )
+from tributary.protocol.records.recompress import recompress_batch
 from tributary.protocol.records.validate import check_records
 
 __all__ = [
@@ -101,6 +103,7 @@ __all__ = [
     "iter_batches",
     "iter_records",
     "parse_batch_header",
+    "recompress_batch",
     "rewrite_crc",
     "set_base_offset",
     "set_partition_leader_epoch",
