@@ -81,6 +81,7 @@ CLIENT_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.ELECT_LEADERS: Versions(0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: Versions(0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Versions(0, 0),
+    ApiKey.DELETE_RECORDS: Versions(0, 2),
 }
 
 #: The consumer-protocol Subscription and Assignment versions we write; newer

@@ -12,7 +12,8 @@ Its duties:
 - topic deletion requests (`/admin/delete_topics/<t>`): remove every node of the topic and the
   request, atomically;
 - partition growth requests (`/admin/create_partitions/<t>`): spread the new partitions over the
-  live brokers and write them into the topic's assignment with their states, atomically;
+  live brokers (or place them as the request says) and write them into the topic's assignment
+  with their states, atomically;
 - leadership: whenever the set of live brokers changes, a partition whose leader died goes to the
   first live replica of its ISR, or to -1 when there is none; a new live leader bumps the epoch;
 - controlled shutdown: a broker announcing its shutdown (`/admin/controlled_shutdown/<id>`, an
@@ -50,6 +51,7 @@ from tributary.broker.cluster.session import (
 )
 from tributary.broker.cluster.znodes import (
     CONTROLLED_SHUTDOWN_DONE,
+    CreatePartitionsRequest,
     CreateTopicRequest,
     LeaderAndIsr,
     decode_controller_epoch,
@@ -515,29 +517,22 @@ class Controller:
             logger.warning("dropping partition request for %r: %s", name, exc)
             await self._drop_request(request_path, stat.version)
             return True
-        live = sorted(self._snapshot().live_broker_ids)
         replication_factor = max((len(r) for r in assignment.values()), default=1)
         current = len(assignment)
-        if request.topic_id not in ("", topic_id) or request.partitions <= current or replication_factor > len(live):
+        added = None
+        if request.topic_id in ("", topic_id) and request.partitions > current:
+            added = self._new_replicas(request, current, replication_factor)
+        if added is None:
             logger.warning(
-                "rejecting growth of topic %r from %d to %d partitions (%d live brokers)",
+                "rejecting growth of topic %r from %d to %d partitions (%d live brokers%s)",
                 name,
                 current,
                 request.partitions,
-                len(live),
+                len(self._snapshot().live_broker_ids),
+                "" if request.assignment is None else f", assignment {dict(request.assignment)}",
             )
             await self._drop_request(request_path, stat.version)
             return True
-        snapshot = self._snapshot()
-        added = assign_replicas(
-            live,
-            request.partitions - current,
-            replication_factor,
-            start=self._rng.randrange(len(live)),
-            shift=self._rng.randrange(len(live)),
-            racks={b: info.placement_rack for b, info in snapshot.brokers.items()},
-            first_partition=current,
-        )
         ops: list[Op] = [
             SetData(zk_paths.topic(name), encode_topic(topic_id, {**assignment, **added}, moving), topic[1].version)
         ]
@@ -553,6 +548,30 @@ class Controller:
             return False
         logger.info("grew topic %r from %d to %d partitions", name, current, request.partitions)
         return True
+
+    def _new_replicas(
+        self, request: CreatePartitionsRequest, current: int, replication_factor: int
+    ) -> dict[int, tuple[int, ...]] | None:
+        """Replicas of the partitions `current`.. a growth request adds: the request's own (each
+        new partition once, live brokers only), else spread over the live brokers with the
+        topic's replication factor; None when that cannot be."""
+        snapshot = self._snapshot()
+        live = sorted(snapshot.live_broker_ids)
+        if request.assignment is not None:
+            chosen = dict(request.assignment)
+            fits = sorted(chosen) == list(range(current, request.partitions))
+            return chosen if fits and all(b in live for r in chosen.values() for b in r) else None
+        if replication_factor > len(live):
+            return None
+        return assign_replicas(
+            live,
+            request.partitions - current,
+            replication_factor,
+            start=self._rng.randrange(len(live)),
+            shift=self._rng.randrange(len(live)),
+            racks={b: info.placement_rack for b, info in snapshot.brokers.items()},
+            first_partition=current,
+        )
 
     async def _delete_topic(self, epoch: ControllerEpoch, name: str) -> bool:
         session = self._session

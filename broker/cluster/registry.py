@@ -608,9 +608,16 @@ class ClusterRegistry:
             f"no controller deleted topic {name!r} within {timeout:g} s; it stays marked for deletion"
         )
 
-    async def create_partitions(self, name: str, count: int, *, timeout: float = 30.0) -> TopicInfo:
-        """Ask the controller to grow a topic to `count` partitions; wait until this broker's
-        snapshot shows them.
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        *,
+        timeout: float = 30.0,
+        assignment: Mapping[int, tuple[int, ...]] | None = None,
+    ) -> TopicInfo:
+        """Ask the controller to grow a topic to `count` partitions (placed as `assignment` says,
+        new partition -> replicas, when given); wait until this broker's snapshot shows them.
 
         Raises UnknownTopicError, InvalidPartitionsError (`count` is not larger than now),
         TopicCreationRejectedError (the controller refused: the topic changed meanwhile, or too
@@ -628,7 +635,7 @@ class ClusterRegistry:
                 raise InvalidPartitionsError(
                     f"topic {name!r} has {len(assignment)} partitions: the new count must be larger, not {count}"
                 )
-            request = CreatePartitionsRequest(topic_id, count, self.broker_id)
+            request = CreatePartitionsRequest(topic_id, count, self.broker_id, assignment)
             try:
                 await session.create(request_path, encode_create_partitions_request(request))
             except NodeExistsError:
