@@ -630,10 +630,10 @@ class ClusterRegistry:
             node = await session.get_or_none(zk_paths.topic(name))
             if node is None:
                 raise UnknownTopicError(f"topic {name!r} does not exist")
-            topic_id, assignment = decode_topic(node[0])
-            if count <= len(assignment):
+            topic_id, current = decode_topic(node[0])
+            if count <= len(current):
                 raise InvalidPartitionsError(
-                    f"topic {name!r} has {len(assignment)} partitions: the new count must be larger, not {count}"
+                    f"topic {name!r} has {len(current)} partitions: the new count must be larger, not {count}"
                 )
             request = CreatePartitionsRequest(topic_id, count, self.broker_id, assignment)
             try:
