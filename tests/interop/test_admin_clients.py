@@ -63,7 +63,9 @@ def topic_with_records(cluster: Cluster, admin: AdminClient) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
     admin.create_topics([NewTopic(name, 1, 2)])[name].result(TIMEOUT)
     wait_for_topic(cluster, name, 1)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": True}
+    )
     for i, stamp in enumerate(STAMPS):
         producer.produce(name, value=b"%d" % i, timestamp=stamp)
         producer.flush(TIMEOUT)  # one batch each: offsets keep their own timestamps
@@ -115,6 +117,11 @@ def test_kafka_python_admin(cluster: Cluster, kp_admin: KafkaAdminClient, ck_adm
         kp_admin.create_partitions({topic: KPNewPartitions(total_count=2, new_assignments=[[1, 42]])})
     kp_admin.create_partitions({topic: KPNewPartitions(total_count=3, new_assignments=[[2, 3], [3, 1]])})
     assert _eventually_replicas(ck_admin, topic, 3) == {0: replicas_of(ck_admin, topic)[0], 1: [2, 3], 2: [3, 1]}
+
+    # DescribeProducers: the idempotent producer (confluent-kafka's default) that wrote the records.
+    (producer,) = kp_admin.describe_producers([tp])[tp].active_producers
+    assert producer.producer_id >= 0 and producer.last_sequence == 9
+    assert producer.last_timestamp == STAMPS[9]
 
     cluster_view = kp_admin.describe_cluster()
     assert sorted(b["broker_id"] for b in cluster_view["brokers"]) == [b.broker_id for b in cluster.brokers]
