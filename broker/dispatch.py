@@ -18,11 +18,14 @@ from tributary.broker.handlers import (
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -109,6 +112,9 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.DESCRIBE_PRODUCERS: Route[m.DescribeProducersRequest, m.DescribeProducersResponse](
         describe_producers.handle
     ),
+    ApiKey.DESCRIBE_ACLS: Route[m.DescribeAclsRequest, m.DescribeAclsResponse](describe_acls.handle),
+    ApiKey.CREATE_ACLS: Route[m.CreateAclsRequest, m.CreateAclsResponse](create_acls.handle),
+    ApiKey.DELETE_ACLS: Route[m.DeleteAclsRequest, m.DeleteAclsResponse](delete_acls.handle),
 }
 
 

@@ -42,6 +42,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.OFFSET_DELETE: Versions(0, 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Versions(0, 4),
     ApiKey.ELECT_LEADERS: Versions(0, 2),
+    # The ACL APIs (docs/acls.md): librdkafka asks for v1, kafka-python for its newest; v3 only
+    # adds the User resource type.
+    ApiKey.DESCRIBE_ACLS: Versions(0, 3),
+    ApiKey.CREATE_ACLS: Versions(0, 3),
+    ApiKey.DELETE_ACLS: Versions(0, 3),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: Versions(0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Versions(0, 0),
     ApiKey.DESCRIBE_CLUSTER: Versions(0, 1),
@@ -79,6 +84,9 @@ CLIENT_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.OFFSET_DELETE: Versions(0, 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Versions(0, 3),
     ApiKey.ELECT_LEADERS: Versions(0, 1),
+    ApiKey.DESCRIBE_ACLS: Versions(0, 3),
+    ApiKey.CREATE_ACLS: Versions(0, 3),
+    ApiKey.DELETE_ACLS: Versions(0, 3),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: Versions(0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Versions(0, 0),
     ApiKey.DELETE_RECORDS: Versions(0, 2),

@@ -62,6 +62,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "delete_records": ("DeleteRecordsRequest", "DeleteRecordsResponse"),
     "describe_cluster": ("DescribeClusterRequest", "DescribeClusterResponse"),
     "describe_producers": ("DescribeProducersRequest", "DescribeProducersResponse"),
+    "describe_acls": ("DescribeAclsRequest", "DescribeAclsResponse"),
+    "create_acls": ("CreateAclsRequest", "CreateAclsResponse"),
+    "delete_acls": ("DeleteAclsRequest", "DeleteAclsResponse"),
 }
 
 PRIMITIVE_PY = {

@@ -7,6 +7,7 @@ offset checkpoint (``log-start-offset-checkpoint``) is written before the answer
 keeps it. As in Kafka, the answer waits until every live replica has dropped the records too
 (followers take the leader's log start offset from their next fetch): its low watermark is the
 smallest log start offset among them, and REQUEST_TIMED_OUT comes after the request's timeout.
+Delete on the topic is needed (TOPIC_AUTHORIZATION_FAILED, nothing deleted), as in Kafka.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import trio
 from tributary.broker.context import RequestContext
 from tributary.broker.log.errors import LogError
 from tributary.broker.partitions import Partition
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 
@@ -53,9 +55,13 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
     deadline = trio.current_time() + max(request.timeout_ms, 0) / 1000
     results: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = []
     moved: list[tuple[Partition, int, Result]] = []
+    deletable = ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics))
     for topic in request.topics:
         answers = []
         for asked in topic.partitions:
+            if topic.name not in deletable:
+                answers.append(Result(asked.partition_index, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             outcome = _delete(ctx, topic.name, asked)
             if isinstance(outcome, Partition):
                 answer = Result(asked.partition_index, outcome.log.log_start_offset, ErrorCode.NONE)

@@ -2,6 +2,10 @@
 
 From v6 a topic is named by name or by id (not both: INVALID_REQUEST); an id nobody knows
 gets UNKNOWN_TOPIC_ID. The answer names each topic both ways.
+
+Authorization as Kafka's: a topic the principal may not Describe is refused with
+TOPIC_AUTHORIZATION_FAILED before its existence is looked at; one it may Describe but not
+Delete, after.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import trio
 
 from tributary.broker.cluster.errors import ClusterError, UnknownTopicError
 from tributary.broker.context import RequestContext
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 from tributary.protocol.primitives import NULL_UUID
@@ -26,8 +31,12 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 
 
 async def _delete(ctx: RequestContext, name: str, topic_id: uuid.UUID) -> Result:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if name not in ctx.broker.snapshot().topics:
         return Result(name=name, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+        return Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     try:
         await ctx.broker.registry.delete_topic(name)
     except UnknownTopicError:

@@ -4,7 +4,9 @@ A broker has one data directory, so the answer has one log dir. ``topics``
 null asks for every log; otherwise only the named partitions held here are
 listed. ``offset_lag`` (how far a future replica trails) is always 0: there
 are no future replicas. From v4 the log dir carries the size of its file
-system and the space left on it (KIP-827).
+system and the space left on it (KIP-827). Describe on the Cluster is needed:
+without it the answer lists no log dir (and, from v3, says
+CLUSTER_AUTHORIZATION_FAILED), as Kafka's does.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 from pathlib import Path
 
 from tributary.broker.context import RequestContext
+from tributary.protocol.acl import AclOperation
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 
@@ -29,6 +32,8 @@ def _space(directory: Path) -> tuple[int, int]:
 
 
 async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     sizes = ctx.broker.logs.sizes()
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:

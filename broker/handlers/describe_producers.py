@@ -4,13 +4,14 @@ For each producer: id, epoch, last sequence and last timestamp, as the producer 
 deduplicates retries holds them. No producer here is in a transaction, so the coordinator epoch
 and the transaction's start offset are -1. A partition this broker does not lead gets
 NOT_LEADER_OR_FOLLOWER (the admin client asks the leader), an unknown one
-UNKNOWN_TOPIC_OR_PARTITION.
+UNKNOWN_TOPIC_OR_PARTITION. Read on the topic is needed (TOPIC_AUTHORIZATION_FAILED), as in Kafka.
 """
 
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
 from tributary.broker.log.active_producers import active_producers
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 
@@ -38,10 +39,21 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> R.PartitionRespon
     )
 
 
+def _refused(index: int) -> R.PartitionResponse:
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return R.PartitionResponse(partition_index=index, error_code=code, error_message=code.name)
+
+
 async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     return R(
         topics=[
-            R.TopicResponse(name=t.name, partitions=[_partition(ctx, t.name, i) for i in t.partition_indexes])
+            R.TopicResponse(
+                name=t.name,
+                partitions=[
+                    _partition(ctx, t.name, i) if t.name in readable else _refused(i) for i in t.partition_indexes
+                ],
+            )
             for t in request.topics
         ]
     )

@@ -30,6 +30,7 @@ from tributary.broker.leader_hints import HINTED_ERRORS, endpoints, leader_hint
 from tributary.broker.log.errors import LogClosedError, OffsetOutOfRangeError, StorageError
 from tributary.broker.log.log import FileRegion, PartitionLog, ReadResult
 from tributary.broker.partitions import Partition, leader_epoch_error
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import FetchRequest, FetchResponse
 
@@ -86,8 +87,17 @@ def _diverging(plog: PartitionLog, req: FetchRequest.FetchPartition) -> FetchRes
     return None
 
 
+def _readable_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
+    """The topics the request may read: all of them for a follower with ClusterAction on the
+    Cluster (none without it), Read on each for a consumer (Kafka's checks)."""
+    names = {name for _, name, _, _ in _requested(ctx, request) if name is not None}
+    if replica_id(ctx, request) >= 0:
+        return names if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION) else set()
+    return ctx.authorized(AclOperation.READ, ResourceType.TOPIC, names)
+
+
 def _read_all(
-    ctx: RequestContext, request: FetchRequest, pins: ExitStack
+    ctx: RequestContext, request: FetchRequest, pins: ExitStack, readable_topics: set[str]
 ) -> tuple[list[FetchResponse.FetchableTopicResponse], int, bool, list[Partition]]:
     """One pass over the requested partitions: (topics, bytes, any error, partitions read)."""
     broker = ctx.broker
@@ -104,7 +114,13 @@ def _read_all(
             position, FetchResponse.FetchableTopicResponse(topic=name or topic.topic, topic_id=topic.topic_id)
         )
         answer.partitions.append(out)
-        target = ErrorCode.UNKNOWN_TOPIC_ID if name is None else _partition(ctx, name, req, follower)
+        if name is None:
+            out.error_code, errors = ErrorCode.UNKNOWN_TOPIC_ID, True
+            continue
+        if name not in readable_topics:
+            out.error_code, errors = ErrorCode.TOPIC_AUTHORIZATION_FAILED, True
+            continue
+        target = _partition(ctx, name, req, follower)
         if isinstance(target, ErrorCode):
             out.error_code, errors = target, True
             continue
@@ -184,10 +200,11 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if ctx.api_version >= 7 and request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+    readable_topics = _readable_topics(ctx, request)
     while True:
         pins = ExitStack()
         try:
-            topics, total, errors, readable = _read_all(ctx, request, pins)
+            topics, total, errors, readable = _read_all(ctx, request, pins, readable_topics)
         except BaseException:
             pins.close()
             raise

@@ -1,24 +1,40 @@
 """FindCoordinator: the broker leading the group's ``__consumer_offsets`` partition.
 
 The topic is created on the first request, as Kafka does. Transaction
-coordinators do not exist here (transactions are not supported). From v4 one
-request asks for several keys at once, each answered on its own.
+coordinators do not exist here (transactions are not supported). Describe on the
+group (or transactional id) is needed, else GROUP_AUTHORIZATION_FAILED
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED). From v4 one request asks for several
+keys at once, each answered (and authorized) on its own.
 """
 
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 #: From this version a request names several keys (KIP-699).
 BATCHED_KEYS_VERSION = 4
 
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
+def _unauthorized(ctx: RequestContext, key: str, key_type: int) -> ErrorCode | None:
+    if key_type == GROUP_KEY_TYPE:
+        resource_type, code = ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif key_type == TRANSACTION_KEY_TYPE:
+        resource_type, code = ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    else:
+        return None
+    return None if ctx.authorize(AclOperation.DESCRIBE, resource_type, key) else code
+
+
 async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    if (refused := _unauthorized(ctx, key, key_type)) is not None:
+        return Coordinator(key=key, error_code=refused, error_message=refused.name, node_id=-1, host="", port=-1)
     if key_type != GROUP_KEY_TYPE:
         return Coordinator(
             key=key,

@@ -20,7 +20,9 @@ remote storage is off). v10's timeout is for reads from remote storage and has n
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
+from tributary.broker.log.log import PartitionLog
 from tributary.broker.partitions import leader_epoch_error
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
@@ -35,15 +37,37 @@ CONSUMER_REPLICA_ID = -1
 OFFSET_NOT_AVAILABLE_VERSION = 5
 
 
+def _answer(out: ListOffsetsResponse.ListOffsetsPartitionResponse, plog: PartitionLog, timestamp: int) -> None:
+    """The offset (and timestamp) the log answers for ``timestamp`` or a special value."""
+    if timestamp == LATEST:
+        out.offset = plog.visible_end_offset()
+    elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+        out.offset = plog.log_start_offset
+    elif timestamp == LATEST_TIERED:
+        out.offset, out.timestamp, out.leader_epoch = -1, -1, -1
+    elif timestamp < 0 and timestamp != MAX_TIMESTAMP:
+        out.error_code = ErrorCode.UNSUPPORTED_VERSION
+    else:
+        found = plog.offset_of_max_timestamp() if timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= plog.visible_end_offset():
+            out.offset, out.timestamp = -1, -1  # no record at or after it: Kafka's "unknown"
+        else:
+            out.offset, out.timestamp = found
+
+
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     broker = ctx.broker
     snapshot = broker.snapshot()
+    described = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for req in topic.partitions:
             out = ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=req.partition_index)
             partitions.append(out)
+            if topic.name not in described:
+                out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             target = broker.partitions.lookup(snapshot, topic.name, req.partition_index)
             if isinstance(target, ErrorCode):
                 out.error_code = target
@@ -65,23 +89,6 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 )
                 continue
             out.leader_epoch = target.leader_epoch
-            if req.timestamp == LATEST:
-                out.offset = plog.visible_end_offset()
-            elif req.timestamp in (EARLIEST, EARLIEST_LOCAL):
-                out.offset = plog.log_start_offset
-            elif req.timestamp == LATEST_TIERED:
-                out.offset, out.timestamp, out.leader_epoch = -1, -1, -1
-            elif req.timestamp < 0 and req.timestamp != MAX_TIMESTAMP:
-                out.error_code = ErrorCode.UNSUPPORTED_VERSION
-            else:
-                found = (
-                    plog.offset_of_max_timestamp()
-                    if req.timestamp == MAX_TIMESTAMP
-                    else plog.offset_for_timestamp(req.timestamp)
-                )
-                if found is None or found[0] >= plog.visible_end_offset():
-                    out.offset, out.timestamp = -1, -1  # no record at or after it: Kafka's "unknown"
-                else:
-                    out.offset, out.timestamp = found
+            _answer(out, plog, req.timestamp)
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(topics=topics)
