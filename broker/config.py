@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tributary.broker.group.config import GroupConfig
+from tributary.broker.group.config import MIGRATION_POLICIES, GroupConfig
+from tributary.broker.group.consumer_assignors import ASSIGNOR_CLASS_NAMES, SERVER_ASSIGNORS
 from tributary.broker.log.config import LogConfig
 from tributary.broker.replication.config import ReplicationConfig
 
@@ -154,6 +155,23 @@ def _str(name: str, value: Any) -> str:
     return value
 
 
+def _assignors(name: str, value: Any) -> tuple[str, ...]:
+    """Kafka's list: ``"uniform,range"`` (or a TOML list); Kafka's class names are accepted."""
+    items = value if isinstance(value, list) else str(value).split(",")
+    names = tuple(ASSIGNOR_CLASS_NAMES.get(str(item).strip(), str(item).strip()) for item in items)
+    unknown = [n for n in names if n not in SERVER_ASSIGNORS]
+    if not names or unknown:
+        raise ConfigError(f"setting '{name}' names unknown assignors {unknown} (known: {', '.join(SERVER_ASSIGNORS)})")
+    return names
+
+
+def _migration_policy(name: str, value: Any) -> str:
+    policy = str(value).strip().lower()
+    if policy not in MIGRATION_POLICIES:
+        raise ConfigError(f"setting '{name}' must be one of {', '.join(MIGRATION_POLICIES)}, got {value!r}")
+    return policy
+
+
 # key -> (attribute of BrokerConfig, "log.<attribute>" of LogConfig or "group.<attribute>" of
 # GroupConfig, converter)
 _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
@@ -201,6 +219,15 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "group.initial.rebalance.delay.ms": ("group.initial_rebalance_delay_ms", _int),
     "group.min.session.timeout.ms": ("group.min_session_timeout_ms", _int),
     "group.max.session.timeout.ms": ("group.max_session_timeout_ms", _int),
+    "group.consumer.heartbeat.interval.ms": ("group.consumer_heartbeat_interval_ms", _int),
+    "group.consumer.min.heartbeat.interval.ms": ("group.consumer_min_heartbeat_interval_ms", _int),
+    "group.consumer.max.heartbeat.interval.ms": ("group.consumer_max_heartbeat_interval_ms", _int),
+    "group.consumer.session.timeout.ms": ("group.consumer_session_timeout_ms", _int),
+    "group.consumer.min.session.timeout.ms": ("group.consumer_min_session_timeout_ms", _int),
+    "group.consumer.max.session.timeout.ms": ("group.consumer_max_session_timeout_ms", _int),
+    "group.consumer.assignors": ("group.consumer_assignors", _assignors),
+    "group.consumer.migration.policy": ("group.consumer_migration_policy", _migration_policy),
+    "group.consumer.max.size": ("group.consumer_max_size", _int),
     "offsets.topic.num.partitions": ("group.offsets_topic_partitions", _int),
     "offsets.topic.replication.factor": ("group.offsets_topic_replication_factor", _int),
     "offsets.topic.segment.bytes": ("group.offsets_topic_segment_bytes", _int),

@@ -18,6 +18,8 @@ from tributary.broker.handlers import (
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -100,6 +102,12 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ](list_partition_reassignments.handle),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
         offset_for_leader_epoch.handle
+    ),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Route[m.ConsumerGroupHeartbeatRequest, m.ConsumerGroupHeartbeatResponse](
+        consumer_group_heartbeat.handle
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Route[m.ConsumerGroupDescribeRequest, m.ConsumerGroupDescribeResponse](
+        consumer_group_describe.handle
     ),
 }
 

@@ -25,7 +25,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.LEAVE_GROUP: Versions(0, 3),
     ApiKey.SYNC_GROUP: Versions(0, 3),
     ApiKey.DESCRIBE_GROUPS: Versions(0, 4),
-    ApiKey.LIST_GROUPS: Versions(0, 2),
+    ApiKey.LIST_GROUPS: Versions(0, 5),
     ApiKey.API_VERSIONS: Versions(0, 3),
     ApiKey.CREATE_TOPICS: Versions(2, 4),
     ApiKey.DELETE_TOPICS: Versions(1, 3),
@@ -42,6 +42,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     # Flexible from their first version; no client picks a version of these by the range.
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: Versions(0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Versions(0, 0),
+    # KIP-848; librdkafka asks for ConsumerGroupHeartbeat v1 exactly (its regex and
+    # client-chosen member id).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Versions(0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Versions(0, 0),
 }
 
 #: The consumer-protocol Subscription and Assignment versions we write; newer

@@ -59,6 +59,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "elect_leaders": ("ElectLeadersRequest", "ElectLeadersResponse"),
     "alter_partition_reassignments": ("AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),
     "list_partition_reassignments": ("ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
+    "consumer_group_heartbeat": ("ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse"),
+    "consumer_group_describe": ("ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse"),
 }
 
 PRIMITIVE_PY = {

@@ -19,16 +19,32 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Iterable
+import uuid
+from collections.abc import Callable, Collection, Iterable, Mapping
 from enum import Enum
 
 from tributary.broker.group.config import GroupConfig
+from tributary.broker.group.consumer_classic import Migration, tombstones
+from tributary.broker.group.consumer_group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupState,
+    InconsistentRecords,
+    TopicImage,
+)
+from tributary.broker.group.consumer_membership import Change, ConsumerGroups, Refused
+from tributary.broker.group.consumer_records import ConsumerRecordError, decode_value
 from tributary.broker.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
 from tributary.broker.group.member import Ticket
 from tributary.broker.group.membership import Membership
 from tributary.broker.group.messages import (
     CommitRequest,
     CommitResult,
+    ConsumerGroupSummary,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResult,
+    ConsumerMemberSummary,
     Effect,
     FetchResult,
     GroupSummary,
@@ -38,6 +54,7 @@ from tributary.broker.group.messages import (
     LeavingMember,
     ListedGroup,
     MemberSummary,
+    NamedPartitions,
     SyncRequest,
     SyncResult,
 )
@@ -68,12 +85,55 @@ class _Loading(Enum):
     LOADED = "loaded"
 
 
+@dataclasses.dataclass
+class _PartitionRecords:
+    """What a ``__consumer_offsets`` partition holds, as read in log order."""
+
+    #: The last classic group metadata per group (None: a tombstone).
+    stored: dict[str, StoredGroup | None] = dataclasses.field(default_factory=dict)
+    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata | None]] = dataclasses.field(default_factory=dict)
+    #: The consumer groups the records build (deleted ones dropped).
+    consumer: dict[str, ConsumerGroup] = dataclasses.field(default_factory=dict)
+    #: Which kind of group a group id's last metadata record was: a group that changed type
+    #: has both kinds of records, the old kind's tombstones first.
+    latest: dict[str, str] = dataclasses.field(default_factory=dict)
+    skipped: int = 0
+
+
+def _read_partition(partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> _PartitionRecords:
+    read = _PartitionRecords()
+    for key_bytes, value_bytes in records:
+        try:
+            key = decode_key(key_bytes)
+            if isinstance(key, OffsetKey):
+                value = decode_offset_value(value_bytes) if value_bytes is not None else None
+                read.offsets.setdefault(key.group, {})[key.topic, key.partition] = value
+            elif isinstance(key, GroupKey):
+                read.stored[key.group] = decode_group_value(value_bytes) if value_bytes is not None else None
+                read.latest[key.group] = "classic"
+            else:
+                cg = read.consumer.get(key.group) or ConsumerGroup(key.group, partition)
+                cg.replay(key, decode_value(key, value_bytes) if value_bytes is not None else None)
+                if cg.dead:
+                    read.consumer.pop(key.group, None)
+                else:
+                    read.consumer[key.group] = cg
+                read.latest[key.group] = "consumer"
+        except (RecordFormatError, ConsumerRecordError, InconsistentRecords) as exc:
+            read.skipped += 1
+            log.warning("__consumer_offsets-%d: skipping a record: %s", partition, exc)
+    return read
+
+
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, *, new_id_suffix: Callable[[], str] | None = None) -> None:
         self.config = config
         self.rt = Runtime(config, new_id_suffix) if new_id_suffix is not None else Runtime(config)
         self.membership = Membership(self.rt)
         self.groups: dict[str, Group] = {}
+        #: The consumer groups (KIP-848); a group id is in one of the two dicts at most.
+        self.consumers = ConsumerGroups(self.rt)
+        self.migration = Migration(self.rt, self.membership, self.groups, self.consumers, self.partition_for)
         self.partition_count = config.offsets_topic_partitions
         self._partitions: dict[int, tuple[_Loading, int]] = {}
         self._load_tokens = 0
@@ -124,23 +184,18 @@ class GroupCoordinator:
         self.rt.begin(now_ms)
         if self._partitions.get(partition) != (_Loading.LOADING, token):
             return self.rt.take()
-        stored: dict[str, StoredGroup | None] = {}
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata | None]] = {}
-        skipped = 0
-        for key_bytes, value_bytes in records:
-            try:
-                key = decode_key(key_bytes)
-                if isinstance(key, OffsetKey):
-                    value = decode_offset_value(value_bytes) if value_bytes is not None else None
-                    offsets.setdefault(key.group, {})[key.topic, key.partition] = value
-                elif isinstance(key, GroupKey):
-                    stored[key.group] = decode_group_value(value_bytes) if value_bytes is not None else None
-            except RecordFormatError as exc:
-                skipped += 1
-                log.warning("__consumer_offsets-%d: skipping a record: %s", partition, exc)
-        for group_id in sorted(set(stored) | set(offsets)):
-            group_metadata = stored.get(group_id)
+        read = _read_partition(partition, records)
+        stored, offsets, consumer, latest = read.stored, read.offsets, read.consumer, read.latest
+        for group_id in sorted(set(stored) | set(offsets) | set(consumer)):
             committed = {tp: v for tp, v in offsets.get(group_id, {}).items() if v is not None}
+            if latest.get(group_id) == "consumer" and group_id in consumer:
+                cg = consumer[group_id]
+                for tp, value in committed.items():
+                    cg.offsets.load(tp, value)
+                self.consumers.groups[group_id] = cg
+                self.consumers.loaded(cg)
+                continue
+            group_metadata = stored.get(group_id)
             if group_metadata is None and not committed:
                 continue  # deleted
             if group_metadata is not None:
@@ -155,7 +210,8 @@ class GroupCoordinator:
         if EXPIRE_OFFSETS not in self.rt.timers:
             self.rt.timers.schedule(EXPIRE_OFFSETS, self.rt.now_ms + self.config.offsets_retention_check_interval_ms)
         loaded = sum(1 for g in self.groups.values() if g.partition == partition)
-        log.info("__consumer_offsets-%d loaded: %d groups (%d unreadable records)", partition, loaded, skipped)
+        loaded += sum(1 for g in self.consumers.groups.values() if g.partition == partition)
+        log.info("__consumer_offsets-%d loaded: %d groups (%d unreadable records)", partition, loaded, read.skipped)
         return self.rt.take()
 
     def unload(self, now_ms: int, partition: int) -> list[Effect]:
@@ -165,6 +221,10 @@ class GroupCoordinator:
                 if group.partition == partition:
                     self.membership.unload(group)
                     del self.groups[group_id]
+            for group_id, cg in list(self.consumers.groups.items()):
+                if cg.partition == partition:
+                    self.consumers.unload(cg)
+                    del self.consumers.groups[group_id]
             log.info("__consumer_offsets-%d unloaded", partition)
         return self.rt.take()
 
@@ -177,6 +237,12 @@ class GroupCoordinator:
             self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms
         ):
             error = ErrorCode.INVALID_SESSION_TIMEOUT
+        if error is None and req.group_id in self.consumers.groups:
+            self.migration.classic_group_to_join(req.group_id)  # an Empty consumer group becomes classic
+            cg = self.consumers.groups.get(req.group_id)
+            if cg is not None:
+                self._join_consumer_group(cg, ticket, req)
+                return self.rt.take()
         group = self.groups.get(req.group_id)
         if error is None and group is None:
             if req.member_id:
@@ -189,6 +255,17 @@ class GroupCoordinator:
             self.membership.join(group, ticket, req)
         return self.rt.take()
 
+    def _join_consumer_group(self, group: ConsumerGroup, ticket: Ticket, req: JoinRequest) -> None:
+        """A JoinGroup member of a consumer group: answered once its records are written."""
+
+        def done(result: JoinResult | None, error: ErrorCode, message: str | None) -> None:
+            if result is not None:
+                self.rt.reply(ticket, result)
+            elif error != ErrorCode.NONE:
+                self.rt.reply(ticket, JoinResult(error, req.member_id))
+
+        self.migration.transact(group.group_id, lambda change: self.migration.join(group, ticket, req, change), done)
+
     def sync(self, now_ms: int, ticket: Ticket, req: SyncRequest) -> list[Effect]:
         self.rt.begin(now_ms)
         error = self._status(req.group_id)
@@ -196,6 +273,13 @@ class GroupCoordinator:
             # The rebalance's state is lost with the old coordinator: the member must
             # rejoin, and older clients do not know the loading error here.
             error = ErrorCode.REBALANCE_IN_PROGRESS
+        cg = self.consumers.groups.get(req.group_id)
+        if error is None and cg is not None:
+            try:
+                self.rt.reply(ticket, self.migration.sync(cg, req))
+            except Refused as exc:
+                self.rt.reply(ticket, SyncResult(exc.error))
+            return self.rt.take()
         group = self.groups.get(req.group_id)
         if error is None and group is None:
             error = ErrorCode.UNKNOWN_MEMBER_ID
@@ -214,7 +298,10 @@ class GroupCoordinator:
         if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             error = ErrorCode.NONE  # as Kafka: nothing to check yet, and nothing is lost by waiting
         elif error is None:
-            if group is None:
+            cg = self.consumers.groups.get(group_id)
+            if cg is not None:
+                error = self.migration.heartbeat(cg, generation_id, member_id, group_instance_id)
+            elif group is None:
                 error = ErrorCode.UNKNOWN_MEMBER_ID
             else:
                 error = self.membership.heartbeat(group, generation_id, member_id, group_instance_id)
@@ -224,13 +311,70 @@ class GroupCoordinator:
         self.rt.begin(now_ms)
         error = self._status(group_id)
         group = self.groups.get(group_id)
+        cg = self.consumers.groups.get(group_id)
         if error is not None:
             result = LeaveResult(error)
+        elif cg is not None:
+            # Answered with the outcome for each member at once; if the write then fails the
+            # group is put back, and the members leave again when their sessions end.
+            outcome: list[LeaveResult] = []
+            self.migration.transact(
+                group_id, lambda change: outcome.append(self.migration.leave(cg, leaving, change)), lambda *_: None
+            )
+            result = outcome[0] if outcome else LeaveResult(ErrorCode.UNKNOWN_SERVER_ERROR)
         elif group is None:
             result = LeaveResult(ErrorCode.NONE, tuple((who, ErrorCode.UNKNOWN_MEMBER_ID) for who in leaving))
         else:
             result = self.membership.leave(group, leaving)
         return result, self.rt.take()
+
+    # --- ConsumerGroupHeartbeat (KIP-848) -------------------------------------------------------
+
+    def consumer_heartbeat(self, now_ms: int, ticket: Ticket, req: ConsumerHeartbeatRequest) -> list[Effect]:
+        """ConsumerGroupHeartbeat: answered once the records it causes are in the log."""
+        self.rt.begin(now_ms)
+        try:
+            self.consumers.validate(req)
+        except Refused as exc:
+            self.rt.reply(ticket, ConsumerHeartbeatResult(exc.error, exc.message))
+            return self.rt.take()
+        status = self._status(req.group_id)
+        if status is not None:
+            self.rt.reply(ticket, ConsumerHeartbeatResult(status))
+            return self.rt.take()
+
+        def op(change: Change) -> ConsumerHeartbeatResult:
+            if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                group = self.consumers.groups.get(req.group_id)
+                if group is None:
+                    raise Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
+                return self.consumers.leave(group, req, change, self.migration.fence)
+            if req.member_epoch == 0:
+                group = self.migration.consumer_group_to_join(req.group_id, change)
+            else:
+                group = self.consumers.groups.get(req.group_id)
+                if group is None:
+                    raise Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
+            return self.consumers.heartbeat(group, req, change)
+
+        def done(result: ConsumerHeartbeatResult | None, error: ErrorCode, message: str | None) -> None:
+            self.rt.reply(ticket, result if result is not None else ConsumerHeartbeatResult(error, message))
+
+        self.migration.transact(req.group_id, op, done)
+        return self.rt.take()
+
+    def update_topics(self, now_ms: int, image: TopicImage) -> list[Effect]:
+        """The cluster's topics changed: consumer groups subscribed to what changed (or with
+        a regex, when topics come or go) recompute their subscription at their next heartbeat."""
+        self.rt.begin(now_ms)
+        before = self.consumers.topics.by_name
+        self.consumers.topics = image
+        changed = {n for n in set(before) | set(image.by_name) if before.get(n) != image.by_name.get(n)}
+        names_changed = set(before) != set(image.by_name)
+        for group in self.consumers.groups.values():
+            if (names_changed and group.regexes()) or any(group.subscribed_topics().keys() & changed):
+                group.metadata_stale = True
+        return self.rt.take()
 
     # --- offsets ----------------------------------------------------------------------------
 
@@ -245,6 +389,10 @@ class GroupCoordinator:
                 expire = now_ms + req.retention_ms if req.retention_ms >= 0 else None
                 offsets[tp] = dataclasses.replace(value, commit_timestamp=now_ms, expire_timestamp=expire)
         error = self._status(req.group_id, allow_empty_id=True)
+        cg = self.consumers.groups.get(req.group_id)
+        if cg is not None:
+            self._commit_to_consumer_group(cg, ticket, req, error=error, offsets=offsets, errors=errors)
+            return self.rt.take()
         group = self.groups.get(req.group_id)
         if error is None and group is None:
             if req.generation_id < 0:
@@ -281,9 +429,40 @@ class GroupCoordinator:
             error = ErrorCode.REBALANCE_IN_PROGRESS
         return error
 
+    def _commit_to_consumer_group(
+        self,
+        group: ConsumerGroup,
+        ticket: Ticket,
+        req: CommitRequest,
+        *,
+        error: ErrorCode | None,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        errors: dict[TopicPartition, ErrorCode],
+    ) -> None:
+        error = error or self._validate_consumer_commit(group, req)
+        if error is not None:
+            self.rt.reply(ticket, CommitResult({**errors, **dict.fromkeys(offsets, error)}))
+        else:
+            self._store_offsets(group, ticket, offsets, errors)
+
+    @staticmethod
+    def _validate_consumer_commit(group: ConsumerGroup, req: CommitRequest) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetCommit: the member's epoch must be current
+        (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for a member that joined with JoinGroup).
+        Kafka also wants OffsetCommit v9+ from consumer-protocol members; any version is
+        accepted here, since the epoch travels in the generation field of every version."""
+        if req.generation_id < 0 and not group.members:
+            return None  # an admin tool, or a consumer without group management
+        member = group.members.get(req.member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if req.generation_id != member.epoch:
+            return ErrorCode.ILLEGAL_GENERATION if member.uses_classic else ErrorCode.STALE_MEMBER_EPOCH
+        return None
+
     def _store_offsets(
         self,
-        group: Group,
+        group: Group | ConsumerGroup,
         ticket: Ticket,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         errors: dict[TopicPartition, ErrorCode],
@@ -298,7 +477,8 @@ class GroupCoordinator:
         group.offsets.begin_commit(offsets)
 
         def written(error: ErrorCode) -> None:
-            group.offsets.end_commit(offsets, written=error == ErrorCode.NONE and not group.is_(GroupState.DEAD))
+            dead = group.dead if isinstance(group, ConsumerGroup) else group.is_(GroupState.DEAD)
+            group.offsets.end_commit(offsets, written=error == ErrorCode.NONE and not dead)
             outcome = offset_store_error(error)
             self.rt.reply(ticket, CommitResult({**errors, **dict.fromkeys(offsets, outcome)}))
 
@@ -309,7 +489,7 @@ class GroupCoordinator:
         error = self._status(group_id, allow_empty_id=True)
         if error is not None:
             return FetchResult(error)
-        group = self.groups.get(group_id)
+        group: Group | ConsumerGroup | None = self.groups.get(group_id) or self.consumers.groups.get(group_id)
         if partitions is None:
             return FetchResult(ErrorCode.NONE, dict(group.offsets) if group is not None else {})
         return FetchResult(
@@ -324,6 +504,10 @@ class GroupCoordinator:
         results: dict[str, ErrorCode] = {}
         for group_id in group_ids:
             error = self._status(group_id)
+            cg = self.consumers.groups.get(group_id)
+            if error is None and cg is not None:
+                results[group_id] = self._delete_consumer_group(cg)
+                continue
             group = self.groups.get(group_id)
             if error is None:
                 if group is None or group.is_(GroupState.DEAD):
@@ -346,6 +530,22 @@ class GroupCoordinator:
             log.info("group %s deleted with %d committed offsets", group_id, len(committed))
         return results, self.rt.take()
 
+    def _delete_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
+        """DeleteGroups for a consumer group: only an Empty one goes (NON_EMPTY_GROUP)."""
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        committed = [tp for tp, _ in group.offsets]
+        group.offsets.remove(committed)
+        records: list[tuple[bytes, bytes | None]] = [
+            (encode_offset_key(group.group_id, topic, partition), None) for topic, partition in committed
+        ]
+        records += Change(group.group_id, records=tombstones(group)).encoded()
+        self.consumers.unload(group)
+        del self.consumers.groups[group.group_id]
+        self.rt.write(group.partition, records)
+        log.info("consumer group %s deleted with %d committed offsets", group.group_id, len(committed))
+        return ErrorCode.NONE
+
     def delete_offsets(
         self, now_ms: int, group_id: str, partitions: Iterable[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], list[Effect]]:
@@ -354,15 +554,20 @@ class GroupCoordinator:
         self.rt.begin(now_ms)
         wanted = list(partitions)
         error = self._status(group_id)
-        group = self.groups.get(group_id)
-        if error is None and (group is None or group.is_(GroupState.DEAD)):
+        cg = self.consumers.groups.get(group_id)
+        group: Group | ConsumerGroup | None = cg or self.groups.get(group_id)
+        if error is None and (group is None or (isinstance(group, Group) and group.is_(GroupState.DEAD))):
             error = ErrorCode.GROUP_ID_NOT_FOUND
         if error is not None or group is None:
             return error or ErrorCode.GROUP_ID_NOT_FOUND, {}, self.rt.take()
-        active = not group.is_(GroupState.EMPTY)
-        if active and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return ErrorCode.NON_EMPTY_GROUP, {}, self.rt.take()
-        subscribed = (group.subscribed_topics or frozenset()) if active else frozenset()
+        subscribed: frozenset[str]
+        if isinstance(group, ConsumerGroup):
+            subscribed = frozenset(group.subscribed_topics())
+        else:
+            active = not group.is_(GroupState.EMPTY)
+            if active and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return ErrorCode.NON_EMPTY_GROUP, {}, self.rt.take()
+            subscribed = (group.subscribed_topics or frozenset()) if active else frozenset()
         results: dict[TopicPartition, ErrorCode] = {}
         removed: list[TopicPartition] = []
         for tp in wanted:
@@ -381,7 +586,11 @@ class GroupCoordinator:
         now = self.rt.now_ms
         retention = self.config.offsets_retention_ms
 
-        def expired(group: Group) -> list[TopicPartition]:
+        def expired(group: Group | ConsumerGroup) -> list[TopicPartition]:
+            if isinstance(group, ConsumerGroup):
+                # Kafka: counted from each commit, never for a topic a member subscribes to.
+                keep = frozenset(group.subscribed_topics())
+                return group.offsets.expired(now, retention, base_timestamp=None, keep_topics=keep)
             if group.protocol_type is None:
                 return group.offsets.expired(now, retention, base_timestamp=None)
             if group.is_(GroupState.EMPTY):
@@ -407,25 +616,37 @@ class GroupCoordinator:
             log.info("removed %d committed offsets of deleted topics %s", removed, sorted(topics))
         return self.rt.take()
 
-    def _delete_offsets(self, select: Callable[[Group], list[TopicPartition]]) -> int:
+    def _delete_offsets(self, select: Callable[[Group | ConsumerGroup], list[TopicPartition]]) -> int:
         """Removes the offsets ``select`` picks, writing their tombstones; a group left
         Empty without offsets is removed (Dead) with them. Returns how many went."""
         now = self.rt.now_ms
-        tombstones: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        out: dict[int, list[tuple[bytes, bytes | None]]] = {}
         removed = 0
-        for group_id, group in list(self.groups.items()):
+        groups: list[Group | ConsumerGroup] = [*self.groups.values(), *self.consumers.groups.values()]
+        for group in groups:
+            group_id = group.group_id
             due = select(group)
             group.offsets.remove(due)
-            out = tombstones.setdefault(group.partition, [])
-            out += [(encode_offset_key(group_id, topic, partition), None) for topic, partition in due]
+            records = out.setdefault(group.partition, [])
+            records += [(encode_offset_key(group_id, topic, partition), None) for topic, partition in due]
             removed += len(due)
-            if group.is_(GroupState.EMPTY) and group.offsets.empty:
+            if not group.offsets.empty:
+                continue
+            if isinstance(group, ConsumerGroup):
+                if group.members:
+                    continue
+                records += Change(group_id, records=tombstones(group)).encoded()
+                self.consumers.unload(group)
+                del self.consumers.groups[group_id]
+            elif group.is_(GroupState.EMPTY):
                 group.transition(GroupState.DEAD, now)
                 del self.groups[group_id]
                 if group.generation > 0:  # a group that only stored offsets never wrote metadata
-                    out.append((encode_group_key(group_id), None))
-                log.info("group %s is empty and has no offsets left: removed", group_id)
-        for partition, records in sorted(tombstones.items()):
+                    records.append((encode_group_key(group_id), None))
+            else:
+                continue
+            log.info("group %s is empty and has no offsets left: removed", group_id)
+        for partition, records in sorted(out.items()):
             if records:
                 self.rt.write(partition, records)
         return removed
@@ -436,6 +657,8 @@ class GroupCoordinator:
         error = self._status(group_id, allow_empty_id=True)
         if error is not None:
             return GroupSummary(error, group_id)
+        if group_id in self.consumers.groups:
+            return GroupSummary(ErrorCode.NONE, group_id, GroupState.DEAD.value, consumer_group=True)
         group = self.groups.get(group_id)
         if group is None:
             return GroupSummary(ErrorCode.NONE, group_id, GroupState.DEAD.value)
@@ -454,12 +677,74 @@ class GroupCoordinator:
         protocol = group.protocol_name if stable and group.protocol_name is not None else ""
         return GroupSummary(ErrorCode.NONE, group_id, group.state.value, group.protocol_type or "", protocol, members)
 
-    def list_groups(self) -> tuple[ErrorCode, list[ListedGroup]]:
+    def consumer_describe(self, group_id: str) -> ConsumerGroupSummary:
+        """ConsumerGroupDescribe: a consumer group's epochs, members and assignments."""
+        if not group_id:
+            return ConsumerGroupSummary(ErrorCode.INVALID_GROUP_ID, group_id)
+        error = self._status(group_id)
+        if error is not None:
+            return ConsumerGroupSummary(error, group_id)
+        group = self.consumers.groups.get(group_id)
+        if group is None:
+            kind = "is not a consumer group" if group_id in self.groups else "not found"
+            message = f"Group {group_id} {kind}."
+            return ConsumerGroupSummary(ErrorCode.GROUP_ID_NOT_FOUND, group_id, message)
+        names = {meta.topic_id: name for name, meta in self.consumers.topics.by_name.items()}
+
+        def named(assignment: Mapping[uuid.UUID, frozenset[int]]) -> NamedPartitions:
+            return tuple(
+                (topic, names.get(topic, ""), tuple(sorted(ps)))
+                for topic, ps in sorted(assignment.items(), key=lambda item: names.get(item[0], ""))
+            )
+
+        members = tuple(
+            ConsumerMemberSummary(
+                m.member_id,
+                m.instance_id,
+                m.metadata.rack_id,
+                m.epoch,
+                m.metadata.client_id,
+                m.metadata.client_host,
+                m.metadata.subscribed_topic_names,
+                m.metadata.subscribed_topic_regex or None,
+                named(m.assignment.assigned),
+                named(group.targets.get(m.member_id, {})),
+            )
+            for m in group.members.values()
+        )
+        return ConsumerGroupSummary(
+            ErrorCode.NONE,
+            group_id,
+            state=group.state.value,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor=group.preferred_assignor(group.members.values()) or self.consumers.default_assignor,
+            members=members,
+        )
+
+    def list_groups(
+        self, states: Collection[str] = (), types: Collection[str] = ()
+    ) -> tuple[ErrorCode, list[ListedGroup]]:
+        """ListGroups: every group here, or those in ``states`` and of ``types`` (each
+        compared case-insensitively, as Kafka does; an unknown type matches nothing)."""
         loading = any(state is _Loading.LOADING for state, _ in self._partitions.values())
         groups = [
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             for g in self.groups.values()
             if not g.is_(GroupState.DEAD)
+        ]
+        groups += [
+            ListedGroup(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state.value, "consumer")
+            for g in self.consumers.groups.values()
+            if g.state is not ConsumerGroupState.DEAD
+        ]
+        wanted_states = {s.strip().lower() for s in states}
+        wanted_types = {t.strip().lower() for t in types}
+        groups = [
+            g
+            for g in groups
+            if (not wanted_states or g.state.lower() in wanted_states)
+            and (not wanted_types or g.group_type in wanted_types)
         ]
         return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE), groups
 
@@ -483,6 +768,9 @@ class GroupCoordinator:
             return
         assert isinstance(key, tuple)
         kind, group_id, *rest = key
+        if str(kind).startswith("consumer-"):
+            self._consumer_timeout(kind, group_id, rest[0])
+            return
         group = self.groups.get(group_id)
         if group is None:
             return
@@ -494,6 +782,30 @@ class GroupCoordinator:
             self.membership.on_join_timeout(group)
         elif kind == "sync":
             self.membership.on_sync_timeout(group)
+
+    def _consumer_timeout(self, kind: str, group_id: str, member_id: str) -> None:
+        """A consumer group member's session, rebalance, join or sync timeout: fence it."""
+        group = self.consumers.groups.get(group_id)
+        epoch = self.consumers.rebalance_epoch(group_id, member_id) if kind == "consumer-rebalance" else None
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return
+        if kind == "consumer-rebalance" and member.epoch != epoch:
+            return  # it moved on from the epoch it had to revoke in
+        why = {
+            "consumer-session": "its session expired",
+            "consumer-rebalance": f"it did not revoke its partitions within {member.rebalance_timeout_ms} ms",
+            "consumer-join": "it did not join again within its rebalance timeout",
+            "consumer-sync": "it did not send SyncGroup within its rebalance timeout",
+        }.get(kind, kind)
+        log.info("group %s: fencing member %s: %s", group_id, member_id, why)
+
+        def done(_: None, error: ErrorCode, message: str | None) -> None:
+            if error != ErrorCode.NONE:
+                # Not written: the member stays; try again after another session.
+                self.consumers.schedule_session(group, member_id, self.config.consumer_session_timeout_ms)
+
+        self.migration.transact(group_id, lambda change: self.migration.fence(group, member, change), done)
 
     def write_completed(self, now_ms: int, write_id: int, error: ErrorCode) -> list[Effect]:
         """The driver appended (or failed to append) the records of a :class:`Write`."""

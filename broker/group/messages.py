@@ -12,8 +12,10 @@ Out come results, and effects for the driver to carry out:
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
+from tributary.broker.group.consumer_records import Assignment
 from tributary.broker.group.member import Protocols, Ticket
 from tributary.broker.group.offsets import OffsetAndMetadata, TopicPartition
 from tributary.protocol.error_codes import ErrorCode
@@ -44,6 +46,9 @@ class SyncRequest:
     group_instance_id: str | None
     #: member id -> assignment; the leader's only (followers send none).
     assignments: dict[str, bytes]
+    #: SyncGroup v5+ names them (None: not sent); checked for members of consumer groups.
+    protocol_type: str | None = None
+    protocol_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,28 @@ class CommitRequest:
     refused: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
     #: OffsetCommit v2-4 may ask to keep these offsets this long (-1: the broker's rules).
     retention_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatRequest:
+    """ConsumerGroupHeartbeat (KIP-848). None: unchanged since the last heartbeat."""
+
+    group_id: str
+    member_id: str
+    #: 0 to join, -1 to leave, -2 for a static member that leaves meaning to return.
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    #: The partitions the member owns, by topic id.
+    owned: dict[uuid.UUID, frozenset[int]] | None = None
+    client_id: str = ""
+    client_host: str = ""
+    #: v0 lets the coordinator name a new member; from v1 the client does (KIP-1082).
+    api_version: int = 1
 
 
 # --- results --------------------------------------------------------------------------
@@ -88,6 +115,17 @@ class SyncResult:
     assignment: bytes = b""
     protocol_type: str | None = None
     protocol_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatResult:
+    error: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    #: The member's assignment, when it changed or the request was a full one.
+    assignment: Assignment | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +171,40 @@ class GroupSummary:
     protocol_type: str = ""
     protocol: str = ""
     members: tuple[MemberSummary, ...] = ()
+    #: A ``consumer`` group: DescribeGroups answers it as Dead (v6+: GROUP_ID_NOT_FOUND).
+    consumer_group: bool = False
+
+
+#: (topic id, topic name, partitions) of an assignment, for describing it.
+NamedPartitions = tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberSummary:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: NamedPartitions
+    target_assignment: NamedPartitions
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupSummary:
+    """A group as ConsumerGroupDescribe shows it."""
+
+    error: ErrorCode
+    group_id: str
+    error_message: str | None = None
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor: str = ""
+    members: tuple[ConsumerMemberSummary, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +212,8 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    #: ``classic`` or ``consumer`` (ListGroups v5).
+    group_type: str = "classic"
 
 
 # --- effects ---------------------------------------------------------------------------
@@ -148,7 +222,7 @@ class ListedGroup:
 @dataclass(frozen=True, slots=True)
 class Reply:
     ticket: Ticket
-    result: JoinResult | SyncResult | CommitResult
+    result: JoinResult | SyncResult | CommitResult | ConsumerHeartbeatResult
 
 
 @dataclass(frozen=True, slots=True)

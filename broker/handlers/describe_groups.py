@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from tributary.broker.context import RequestContext
 from tributary.broker.group.messages import GroupSummary
+from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
+#: From this version a group that is not classic is GROUP_ID_NOT_FOUND (Kafka 4.0); before
+#: it, a Dead group with no error, as for an unknown group.
+NOT_FOUND_VERSION = 6
 
-def _described(summary: GroupSummary) -> DescribeGroupsResponse.DescribedGroup:
+
+def _described(summary: GroupSummary, version: int) -> DescribeGroupsResponse.DescribedGroup:
+    error = summary.error
+    if summary.consumer_group and version >= NOT_FOUND_VERSION:
+        error = ErrorCode.GROUP_ID_NOT_FOUND
     return DescribeGroupsResponse.DescribedGroup(
-        error_code=summary.error,
+        error_code=error,
         group_id=summary.group_id,
         group_state=summary.state,
         protocol_type=summary.protocol_type,
@@ -29,4 +37,6 @@ def _described(summary: GroupSummary) -> DescribeGroupsResponse.DescribedGroup:
 
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    return DescribeGroupsResponse(groups=[_described(ctx.broker.groups.describe(g)) for g in request.groups])
+    return DescribeGroupsResponse(
+        groups=[_described(ctx.broker.groups.describe(g), ctx.api_version) for g in request.groups]
+    )
