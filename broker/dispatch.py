@@ -84,6 +84,12 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.SYNC_GROUP: Route[m.SyncGroupRequest, m.SyncGroupResponse](sync_group.handle),
     ApiKey.DESCRIBE_GROUPS: Route[m.DescribeGroupsRequest, m.DescribeGroupsResponse](describe_groups.handle),
     ApiKey.LIST_GROUPS: Route[m.ListGroupsRequest, m.ListGroupsResponse](list_groups.handle),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Route[m.ConsumerGroupHeartbeatRequest, m.ConsumerGroupHeartbeatResponse](
+        consumer_group_heartbeat.handle
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Route[m.ConsumerGroupDescribeRequest, m.ConsumerGroupDescribeResponse](
+        consumer_group_describe.handle
+    ),
     ApiKey.CREATE_PARTITIONS: Route[m.CreatePartitionsRequest, m.CreatePartitionsResponse](create_partitions.handle),
     ApiKey.DESCRIBE_CONFIGS: Route[m.DescribeConfigsRequest, m.DescribeConfigsResponse](describe_configs.handle),
     ApiKey.ALTER_CONFIGS: Route[m.AlterConfigsRequest, m.AlterConfigsResponse](alter_configs.handle),
@@ -102,12 +108,6 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ](list_partition_reassignments.handle),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
         offset_for_leader_epoch.handle
-    ),
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: Route[m.ConsumerGroupHeartbeatRequest, m.ConsumerGroupHeartbeatResponse](
-        consumer_group_heartbeat.handle
-    ),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: Route[m.ConsumerGroupDescribeRequest, m.ConsumerGroupDescribeResponse](
-        consumer_group_describe.handle
     ),
 }
 

@@ -31,6 +31,8 @@ OUT_DIR = ROOT / "protocol" / "messages"
 MODULES: dict[str, tuple[str, ...]] = {
     "header": ("RequestHeader", "ResponseHeader"),
     "consumer_protocol": ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment"),
+    "consumer_group_heartbeat": ("ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse"),
+    "consumer_group_describe": ("ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse"),
     "produce": ("ProduceRequest", "ProduceResponse"),
     "fetch": ("FetchRequest", "FetchResponse"),
     "list_offsets": ("ListOffsetsRequest", "ListOffsetsResponse"),
@@ -59,8 +61,6 @@ MODULES: dict[str, tuple[str, ...]] = {
     "elect_leaders": ("ElectLeadersRequest", "ElectLeadersResponse"),
     "alter_partition_reassignments": ("AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),
     "list_partition_reassignments": ("ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
-    "consumer_group_heartbeat": ("ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse"),
-    "consumer_group_describe": ("ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse"),
 }
 
 PRIMITIVE_PY = {
