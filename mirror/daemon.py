@@ -109,6 +109,9 @@ class MirrorSide:
         self.topics = matched
         return True
 
+    def pattern(self) -> str | None:
+        return None  # the mirror's filter (include, exclude, aliases) runs here: it sends topic names
+
     def failed(self, error: KafkaError) -> None:
         log.error("event=group_failed group=%s error=%r", self.mirror.config.group, str(error))
         self.error = error

@@ -24,6 +24,8 @@ from tributary.client.config import split_settings as split_config
 from tributary.client.group.assignors import ASSIGNORS, RebalanceProtocol
 
 OffsetReset = Literal["earliest", "latest", "none"]
+GroupProtocol = Literal["classic", "consumer"]
+GROUP_PROTOCOLS: tuple[GroupProtocol, ...] = ("classic", "consumer")
 OFFSET_RESETS: tuple[OffsetReset, ...] = ("earliest", "latest", "none")
 
 
@@ -69,10 +71,19 @@ class ConsumerConfig:
     exclude_internal_topics: bool = True
     #: ``client.rack``: sent in the subscription (for rack-aware assignors).
     client_rack: str | None = None
+    #: ``group.protocol``: "classic" (JoinGroup/SyncGroup, the assignors above run in the
+    #: group's leader) or "consumer" (KIP-848: the coordinator assigns, changes are
+    #: incremental; ``session_timeout_ms`` and ``heartbeat_interval_ms`` are the broker's).
+    group_protocol: GroupProtocol = "classic"
+    #: ``group.remote.assignor``: the server assignor to ask for with the consumer protocol
+    #: ("uniform", "range"); None: the coordinator's default.
+    group_remote_assignor: str | None = None
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in OFFSET_RESETS:
             raise ValueError(f"auto_offset_reset must be one of {OFFSET_RESETS}, not {self.auto_offset_reset!r}")
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            raise ValueError(f"group_protocol must be one of {GROUP_PROTOCOLS}, not {self.group_protocol!r}")
         positive = (
             "auto_commit_interval_ms", "fetch_max_bytes", "max_partition_fetch_bytes", "max_poll_records",
             "session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms",
