@@ -218,9 +218,12 @@ def missing(members: Iterable[MemberProcess], produced: Mapping[int, Iterable[in
 
 def pauses(members: Iterable[MemberProcess], start: float, end: float) -> dict[tuple[str, int], float]:
     """For each partition a member owned both before ``start`` and after ``end`` (kept
-    through the change), the longest time within [start, end] it went without a record of it."""
+    through the change), the longest time within [start, end] it went without a record of it.
+    A member that ended (left, was killed) before ``end`` kept nothing."""
     result = {}
     for member in members:
+        if member.ended_at is not None and member.ended_at < end:
+            continue
         events = member.events()
         for p in _owned_at(events, start) & _owned_at(events, end):
             times = [e["t"] for e in events if e["ev"] == "msg" and e["p"] == p and start <= e["t"] <= end]
