@@ -1,5 +1,7 @@
 """ConsumerGroupHeartbeat (KIP-848): join, heartbeat in, and leave a ``consumer`` group;
-the coordinator answers with the member's epoch and, when it changed, its assignment."""
+the coordinator answers with the member's epoch and, when it changed, its assignment. Read on
+the group is needed (GROUP_AUTHORIZATION_FAILED), and Describe on every topic a heartbeat names
+in its subscription (TOPIC_AUTHORIZATION_FAILED), as in Kafka 4.0."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import uuid
 from tributary.broker.context import RequestContext
 from tributary.broker.group.messages import ConsumerHeartbeatRequest
 from tributary.broker.handlers.join_group import client_host
+from tributary.protocol.acl import AclOperation, ResourceType
+from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 
 
@@ -23,6 +27,13 @@ def _owned(request: ConsumerGroupHeartbeatRequest) -> dict[uuid.UUID, frozenset[
 
 async def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
     names = request.subscribed_topic_names
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if names and len(ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
+        return ConsumerGroupHeartbeatResponse(
+            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            error_message="The group subscribes to topics it is not authorized to describe.",
+        )
     result = await ctx.broker.groups.consumer_heartbeat(
         ConsumerHeartbeatRequest(
             group_id=request.group_id,
