@@ -59,6 +59,13 @@ MODULES: dict[str, tuple[str, ...]] = {
     "elect_leaders": ("ElectLeadersRequest", "ElectLeadersResponse"),
     "alter_partition_reassignments": ("AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),
     "list_partition_reassignments": ("ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
+    "add_partitions_to_txn": ("AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse"),
+    "add_offsets_to_txn": ("AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse"),
+    "end_txn": ("EndTxnRequest", "EndTxnResponse"),
+    "write_txn_markers": ("WriteTxnMarkersRequest", "WriteTxnMarkersResponse"),
+    "txn_offset_commit": ("TxnOffsetCommitRequest", "TxnOffsetCommitResponse"),
+    "describe_transactions": ("DescribeTransactionsRequest", "DescribeTransactionsResponse"),
+    "list_transactions": ("ListTransactionsRequest", "ListTransactionsResponse"),
 }
 
 PRIMITIVE_PY = {
