@@ -19,6 +19,7 @@ from typing import Any
 from tributary.broker.group.config import GroupConfig
 from tributary.broker.log.config import LogConfig
 from tributary.broker.replication.config import ReplicationConfig
+from tributary.broker.txn.config import TxnConfig
 
 
 class ConfigError(ValueError):
@@ -102,6 +103,7 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
+    txn: TxnConfig = field(default_factory=TxnConfig)
 
 
 def _int(name: str, value: Any) -> int:
@@ -218,6 +220,14 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "default.replication.factor": ("replication.default_replication_factor", _int),
     "unclean.leader.election.enable": ("replication.unclean_leader_election", _bool),
     "high.watermark.fsync": ("replication.high_watermark_fsync", _bool),
+    "transaction.state.log.num.partitions": ("txn.state_log_partitions", _int),
+    "transaction.state.log.replication.factor": ("txn.state_log_replication_factor", _int),
+    "transaction.state.log.min.isr": ("txn.state_log_min_isr", _int),
+    "transaction.state.log.segment.bytes": ("txn.state_log_segment_bytes", _int),
+    "transaction.max.timeout.ms": ("txn.max_timeout_ms", _int),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("txn.abort_timed_out_interval_ms", _int),
+    "transactional.id.expiration.ms": ("txn.transactional_id_expiration_ms", _int),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": ("txn.remove_expired_interval_ms", _int),
 }
 REQUIRED = ("id", "listen", "data-dir", "zookeeper")
 
@@ -266,7 +276,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
             raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
 
     top: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}}
+    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "txn": {}}
     for name, value in settings.items():
         attr, convert = _SETTINGS[name]
         section, dot, rest = attr.partition(".")
@@ -290,6 +300,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
     try:
         group = GroupConfig(**sections["group"])
         replication = ReplicationConfig(**sections["replication"])
+        txn = TxnConfig(**sections["txn"])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return BrokerConfig(log=LogConfig(**sections["log"]), group=group, replication=replication, **top)
+    return BrokerConfig(log=LogConfig(**sections["log"]), group=group, replication=replication, txn=txn, **top)

@@ -137,9 +137,10 @@ class Partition:
 
     # --- appending as the leader
 
-    def append(self, records: BytesLike, now_ms: int) -> AppendResult:
-        """Append as the leader (offsets and this epoch stamped), then advance the high watermark."""
-        result = self.log.append(records, self.leader_epoch, now_ms)
+    def append(self, records: BytesLike, now_ms: int, *, coordinator: bool = False) -> AppendResult:
+        """Append as the leader (offsets and this epoch stamped), then advance the high watermark.
+        ``coordinator``: written by this broker's group coordinator (see PartitionLog.append)."""
+        result = self.log.append(records, self.leader_epoch, now_ms, coordinator=coordinator)
         if not result.duplicate:
             self.notify_appended()
             self.leader_appended()

@@ -172,9 +172,7 @@ async def run(
     try:
         registry = ClusterRegistry(
             config.zookeeper,
-            BrokerInfo(
-                config.broker_id, config.advertise.host, config.advertise.port, config.datacenter, config.rack
-            ),
+            BrokerInfo(config.broker_id, config.advertise.host, config.advertise.port, config.datacenter, config.rack),
             session_timeout=config.zookeeper_session_timeout_ms / 1000,
             balance=LeaderBalance(
                 config.auto_leader_rebalance,
@@ -207,6 +205,9 @@ async def run(
             # until a partition is loaded its groups get COORDINATOR_LOAD_IN_PROGRESS.
             await nursery.start(broker.groups.run)
             await nursery.start(broker.groups.follow_leadership, registry)
+            # The same for the transaction coordinator and __transaction_state.
+            await nursery.start(broker.transactions.run)
+            await nursery.start(broker.transactions.follow_leadership, registry)
             nursery.start_soon(_flush_scheduler, broker)
             nursery.start_soon(_retention_scheduler, broker)
             nursery.start_soon(_scrub_scheduler, broker)

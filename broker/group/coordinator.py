@@ -24,6 +24,7 @@ from enum import Enum
 
 from tributary.broker.group.config import GroupConfig
 from tributary.broker.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
+from tributary.broker.group.loading import read_partition
 from tributary.broker.group.member import Ticket
 from tributary.broker.group.membership import Membership
 from tributary.broker.group.messages import (
@@ -37,20 +38,15 @@ from tributary.broker.group.messages import (
     LeaveResult,
     LeavingMember,
     ListedGroup,
+    Loaded,
     MemberSummary,
     SyncRequest,
     SyncResult,
+    TxnCommitRequest,
 )
 from tributary.broker.group.offsets import OffsetAndMetadata, TopicPartition
 from tributary.broker.group.placement import partition_for
 from tributary.broker.group.records import (
-    GroupKey,
-    OffsetKey,
-    RecordFormatError,
-    StoredGroup,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
     encode_group_key,
     encode_offset_key,
     encode_offset_value,
@@ -117,31 +113,18 @@ class GroupCoordinator:
         self._partitions[partition] = (_Loading.LOADING, self._load_tokens)
         return self._load_tokens
 
-    def finish_loading(
-        self, now_ms: int, partition: int, token: int, records: Iterable[tuple[bytes, bytes | None]]
-    ) -> list[Effect]:
-        """Rebuild the partition's groups and offsets from its records, in log order."""
+    def finish_loading(self, now_ms: int, partition: int, token: int, records: Iterable[Loaded]) -> list[Effect]:
+        """Rebuild the partition's groups and offsets from its records, in log order (see
+        :mod:`.loading`, transactional offsets included)."""
         self.rt.begin(now_ms)
         if self._partitions.get(partition) != (_Loading.LOADING, token):
             return self.rt.take()
-        stored: dict[str, StoredGroup | None] = {}
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata | None]] = {}
-        skipped = 0
-        for key_bytes, value_bytes in records:
-            try:
-                key = decode_key(key_bytes)
-                if isinstance(key, OffsetKey):
-                    value = decode_offset_value(value_bytes) if value_bytes is not None else None
-                    offsets.setdefault(key.group, {})[key.topic, key.partition] = value
-                elif isinstance(key, GroupKey):
-                    stored[key.group] = decode_group_value(value_bytes) if value_bytes is not None else None
-            except RecordFormatError as exc:
-                skipped += 1
-                log.warning("__consumer_offsets-%d: skipping a record: %s", partition, exc)
-        for group_id in sorted(set(stored) | set(offsets)):
-            group_metadata = stored.get(group_id)
-            committed = {tp: v for tp, v in offsets.get(group_id, {}).items() if v is not None}
-            if group_metadata is None and not committed:
+        contents = read_partition(partition, records)
+        for group_id in contents.groups():
+            group_metadata = contents.stored.get(group_id)
+            committed = {tp: v for tp, v in contents.offsets.get(group_id, {}).items() if v is not None}
+            open_txns = contents.open_txns.get(group_id, {})
+            if group_metadata is None and not committed and not open_txns:
                 continue  # deleted
             if group_metadata is not None:
                 group = Group.from_stored(group_id, partition, group_metadata, self.rt.now_ms)
@@ -149,13 +132,16 @@ class GroupCoordinator:
                 group = Group(group_id, partition, self.rt.now_ms)
             for tp, value in committed.items():
                 group.offsets.load(tp, value)
+            for producer_id, txn_offsets in open_txns.items():
+                group.offsets.load_txn(producer_id, txn_offsets)
             self.groups[group_id] = group
             self.membership.loaded(group)
         self._partitions[partition] = (_Loading.LOADED, token)
         if EXPIRE_OFFSETS not in self.rt.timers:
             self.rt.timers.schedule(EXPIRE_OFFSETS, self.rt.now_ms + self.config.offsets_retention_check_interval_ms)
         loaded = sum(1 for g in self.groups.values() if g.partition == partition)
-        log.info("__consumer_offsets-%d loaded: %d groups (%d unreadable records)", partition, loaded, skipped)
+        log.info("__consumer_offsets-%d loaded: %d groups (%d unreadable records)", partition, loaded,
+                 contents.skipped)  # fmt: skip
         return self.rt.take()
 
     def unload(self, now_ms: int, partition: int) -> list[Effect]:
@@ -303,6 +289,69 @@ class GroupCoordinator:
             self.rt.reply(ticket, CommitResult({**errors, **dict.fromkeys(offsets, outcome)}))
 
         self.rt.write(group.partition, records, written)
+
+    def txn_commit(self, now_ms: int, ticket: Ticket, req: TxnCommitRequest) -> list[Effect]:
+        """TxnOffsetCommit: written as the producer's transactional batch; the offsets count once
+        the transaction's commit marker reaches the partition (:meth:`complete_txn`)."""
+        self.rt.begin(now_ms)
+        errors = dict(req.refused)
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in req.offsets.items():
+            if len(value.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                offsets[tp] = dataclasses.replace(value, commit_timestamp=now_ms)
+        error = self._status(req.group_id)
+        group = self.groups.get(req.group_id)
+        if error is None and group is None:
+            # As Kafka: a group known only from transactional commits (an empty one).
+            group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id), now_ms)
+        if error is None and group is not None:
+            error = self._validate_txn_commit(group, req)
+        if error is not None or group is None:
+            errors.update(dict.fromkeys(offsets, error or ErrorCode.UNKNOWN_SERVER_ERROR))
+            self.rt.reply(ticket, CommitResult(errors))
+            return self.rt.take()
+        if not offsets:
+            self.rt.reply(ticket, CommitResult(errors))
+            return self.rt.take()
+        records = [
+            (encode_offset_key(group.group_id, topic, partition), encode_offset_value(value))
+            for (topic, partition), value in offsets.items()
+        ]
+        group.offsets.begin_commit(offsets)
+
+        def written(error: ErrorCode) -> None:
+            ok = error == ErrorCode.NONE and not group.is_(GroupState.DEAD)
+            group.offsets.end_commit(offsets, written=ok, producer_id=req.producer_id)
+            self.rt.reply(ticket, CommitResult({**errors, **dict.fromkeys(offsets, offset_store_error(error))}))
+
+        self.rt.write(group.partition, records, written, producer=(req.producer_id, req.producer_epoch))
+        return self.rt.take()
+
+    def _validate_txn_commit(self, group: Group, req: TxnCommitRequest) -> ErrorCode | None:
+        """Kafka's doTxnCommitOffsets: a member and generation are checked only when given (v3+)."""
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if req.member_id:
+            error = self.membership.validate_member(group, req.member_id, req.group_instance_id)
+            if error is not None:
+                return error
+        if req.generation_id >= 0 and req.generation_id != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    def complete_txn(self, now_ms: int, partition: int, producer_id: int, commit: bool) -> list[Effect]:
+        """The transaction's marker is in ``partition``: its offsets there count, or go."""
+        self.rt.begin(now_ms)
+        applied = 0
+        for group in self.groups.values():
+            if group.partition == partition:
+                applied += group.offsets.complete_txn(producer_id, commit)
+        if applied:
+            log.info("__consumer_offsets-%d: producer %d's transaction %s %d offsets", partition, producer_id,
+                     "committed" if commit else "aborted", applied)  # fmt: skip
+        return self.rt.take()
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> FetchResult:
         """Committed offsets (None where nothing is committed); ``partitions`` None: all."""

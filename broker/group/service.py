@@ -45,6 +45,7 @@ from tributary.broker.group.messages import (
     Reply,
     SyncRequest,
     SyncResult,
+    TxnCommitRequest,
 )
 from tributary.broker.group.offsets import TopicPartition
 from tributary.broker.group.placement import OFFSETS_TOPIC
@@ -110,6 +111,14 @@ class GroupService:
         result: CommitResult = await self._wait(lambda now, ticket: self.coordinator.commit(now, ticket, req))
         return result
 
+    async def txn_commit(self, req: TxnCommitRequest) -> CommitResult:
+        result: CommitResult = await self._wait(lambda now, ticket: self.coordinator.txn_commit(now, ticket, req))
+        return result
+
+    async def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction's marker is in ``partition`` (WriteTxnMarkers appended it)."""
+        await self._apply(self.coordinator.complete_txn(self._clock(), partition, producer_id, commit))
+
     async def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
@@ -168,7 +177,7 @@ class GroupService:
                 replies.append(effect)
                 continue
             now = self._clock()
-            error = self._storage.append(effect.partition, effect.records, now)
+            error = self._storage.append(effect.partition, effect.records, now, effect.producer)
             wrote = True
             queue.extend(self.coordinator.write_completed(now, effect.write_id, error))
         self._deadlines_changed.set()

@@ -1,28 +1,32 @@
-"""FindCoordinator: the broker leading the group's ``__consumer_offsets`` partition.
+"""FindCoordinator: the broker leading the group's ``__consumer_offsets`` partition (key type 0),
+or the transactional id's ``__transaction_state`` partition (key type 1).
 
-The topic is created on the first request, as Kafka does. Transaction
-coordinators do not exist here (transactions are not supported).
+Either topic is created on the first request, as Kafka does.
 """
 
 from __future__ import annotations
 
+from tributary.broker.cluster.model import BrokerInfo
 from tributary.broker.context import RequestContext
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 
 
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
-    if request.key_type != GROUP_KEY_TYPE:
-        return FindCoordinatorResponse(
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            error_message="transactions are not supported",
-            node_id=-1,
-            host="",
-            port=-1,
-        )
-    error, coordinator = await ctx.broker.offsets_topic.coordinator_for(request.key)
+    error: ErrorCode
+    coordinator: BrokerInfo | None
+    if request.key_type == GROUP_KEY_TYPE:
+        error, coordinator = await ctx.broker.offsets_topic.coordinator_for(request.key)
+    elif request.key_type == TRANSACTION_KEY_TYPE:
+        if not request.key:
+            error, coordinator = ErrorCode.INVALID_REQUEST, None
+        else:
+            error, coordinator = await ctx.broker.transaction_topic.coordinator_for(request.key)
+    else:
+        error, coordinator = ErrorCode.INVALID_REQUEST, None
     if coordinator is None:
         return FindCoordinatorResponse(error_code=error, error_message=error.name, node_id=-1, host="", port=-1)
     return FindCoordinatorResponse(

@@ -343,14 +343,22 @@ class PartitionLog:
 
     # --- appending ------------------------------------------------------------
 
-    def append(self, records: BytesLike, leader_epoch: int, now_ms: int) -> AppendResult:
+    def append(self, records: BytesLike, leader_epoch: int, now_ms: int, *, coordinator: bool = False) -> AppendResult:
         """Validates every batch of ``records``, then assigns offsets and
-        writes them; raises (writing nothing) if any batch is refused."""
+        writes them; raises (writing nothing) if any batch is refused.
+
+        ``coordinator``: the batches come from this broker's group coordinator (transactional
+        offset commits), as Kafka's AppendOrigin.COORDINATOR: their sequence numbers are not
+        the producer's and are not checked, but epochs fence as for a client."""
         self._check_open()
         config = self.config
         buf = bytearray(records)
         batches = _validate(buf, config)
-        duplicate = self._producers.check(header for _, header in batches)
+        if coordinator:
+            self._producers.check_coordinator_batches(header for _, header in batches)
+            duplicate = None
+        else:
+            duplicate = self._producers.check(header for _, header in batches)
         if duplicate is not None:
             return AppendResult(
                 duplicate.first_offset,

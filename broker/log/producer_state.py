@@ -187,6 +187,16 @@ class ProducerStateManager:
             )
         return None
 
+    def check_coordinator_batches(self, headers: Iterable[BatchHeader]) -> None:
+        """The check of batches a coordinator writes on a producer's behalf (a transactional
+        offset commit): only that the producer's epoch is not an older one."""
+        for header in headers:
+            entry = self._producers.get(header.producer_id)
+            if entry is not None and header.producer_epoch < entry.epoch:
+                raise InvalidProducerEpochError(
+                    f"producer {header.producer_id} epoch {header.producer_epoch} is older than its epoch {entry.epoch}"
+                )
+
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """Whether a transaction coordinator may write this marker (before it is appended)."""
         entry = self._producers.get(producer_id)
