@@ -21,16 +21,14 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
 from tributary.broker.cluster.model import ClusterSnapshot
 from tributary.broker.cluster.registry import ClusterRegistry
 from tributary.broker.group.service import Clock, wall_clock_ms
-from tributary.broker.partitions import Partition
 from tributary.broker.txn.coordinator import TransactionCoordinator
-from tributary.broker.txn.markers import MarkerSender
 from tributary.broker.txn.messages import (
     AddPartitionsRequest,
     Effect,
@@ -45,13 +43,21 @@ from tributary.broker.txn.messages import (
     TxnDescription,
 )
 from tributary.broker.txn.placement import TRANSACTION_STATE_TOPIC
-from tributary.broker.txn.storage import TxnLogStorage, TxnStorageError
+from tributary.broker.txn.storage import TxnStorage, TxnStorageError
 from tributary.protocol.error_codes import ErrorCode
 
 log = logging.getLogger(__name__)
 
 #: How long to wait before reading a partition again after a failed load.
 LOAD_RETRY_S = 1.0
+
+
+class MarkerDelivery(Protocol):
+    """Has every partition of a decided transaction get its marker (:class:`~.markers.MarkerSender`)."""
+
+    async def deliver(self, effect: SendMarkers) -> None: ...
+
+    async def aclose(self) -> None: ...
 
 
 class _Waiter:
@@ -66,7 +72,7 @@ class TxnService:
     def __init__(
         self,
         coordinator: TransactionCoordinator,
-        storage: TxnLogStorage,
+        storage: TxnStorage,
         producer_ids: Callable[[], Awaitable[int]],
         clock: Clock = wall_clock_ms,
     ) -> None:
@@ -80,7 +86,7 @@ class TxnService:
         self._loads: dict[int, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
         #: Set by the broker once its marker sender exists (it needs the broker's partitions).
-        self.markers: MarkerSender | None = None
+        self.markers: MarkerDelivery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Runs the timers, the writes' waits, the loads and the marker deliveries until cancelled."""
@@ -166,7 +172,7 @@ class TxnService:
         assert self._nursery is not None, "TxnService.run is not running"
         self._nursery.start_soon(fn, *args)
 
-    async def _await_write(self, write_id: int, target: Partition, end: int) -> None:
+    async def _await_write(self, write_id: int, target: Any, end: int) -> None:
         timeout = self.coordinator.config.write_timeout_ms / 1000
         error = await self._storage.durable(target, end, timeout)
         self._apply(self.coordinator.write_completed(self._clock(), write_id, error))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any, Protocol
 
 import trio
 
@@ -35,6 +36,18 @@ LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 
 class TxnStorageError(Exception):
     """The partition cannot be read (not led here, gone, closed)."""
+
+
+class TxnStorage(Protocol):
+    """What the driver needs of the ``__transaction_state`` logs (tests substitute an in-memory one)."""
+
+    def append(self, partition: int, key: bytes, value: bytes | None, now_ms: int) -> tuple[ErrorCode, Any, int]:
+        """(error, a handle for :meth:`durable`, the offset the write is done at)."""
+        ...
+
+    async def durable(self, target: Any, offset: int, timeout_s: float) -> ErrorCode: ...
+
+    async def read(self, partition: int) -> Records: ...
 
 
 class TxnLogStorage:
