@@ -189,13 +189,11 @@ class BrokerMetrics:
             self.connections_closed_idle,
         )
         yield CounterMetricFamily(
-            "tributary_broker_isr_shrinks",
-            "ISR shrinks written by this broker as leader (IsrShrinksPerSec)",
+            "tributary_broker_isr_shrinks", "ISR shrinks written by this broker as leader (IsrShrinksPerSec)",
             self.isr_shrinks,
         )
         yield CounterMetricFamily(
-            "tributary_broker_isr_expands",
-            "ISR expansions written by this broker as leader (IsrExpandsPerSec)",
+            "tributary_broker_isr_expands", "ISR expansions written by this broker as leader (IsrExpandsPerSec)",
             self.isr_expands,
         )
 

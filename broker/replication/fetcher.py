@@ -205,7 +205,9 @@ class Fetcher:
     def _truncate_one(self, p: Partition, leader_epoch: int, leader_end: int) -> None:
         plog = p.log
         before = plog.log_end_offset
-        target = truncation_point(leader_epoch, leader_end, plog.end_offset_for_epoch, before, plog.high_watermark)
+        target = truncation_point(
+            leader_epoch, leader_end, plog.end_offset_for_epoch, before, plog.high_watermark
+        )
         if target < before:
             try:
                 plog.truncate_to(target)
