@@ -24,6 +24,7 @@ from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import ProducerFencedError
 from kafka.structs import OffsetAndMetadata as KpOffsetAndMetadata
 
+from tests.deploy.cli_runner import Result, assert_one_line_error, tributary
 from tests.fixtures.brokers import module_cluster
 from tributary.client import Admin, Consumer, TopicPartition
 from tributary.client.raw.batches import LATEST, READ_COMMITTED, READ_UNCOMMITTED
@@ -396,3 +397,43 @@ def test_a_timed_out_transaction_is_aborted_by_the_coordinator(cluster: Cluster,
         kp_fresh.commit_transaction()
         kp_fresh.close()
     check_reads(cluster, topic, 3, values("fresh", 12), values("late", 12) + values("fresh", 12))
+
+
+# --- the operator's view: tributary transactions list|describe -------------------------------------
+
+
+def test_transactions_list_and_describe(cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    topic = "txn-cli"
+    create_topic(cluster, topic)
+    done = confluent_producer(cluster, "cli-done")
+    done.begin_transaction()
+    done.produce(topic, value=b"x", partition=0)
+    done.commit_transaction(TIMEOUT)
+    hung = confluent_producer(cluster, "cli-hung", **{"transaction.timeout.ms": 120_000})
+    hung.begin_transaction()
+    hung.produce(topic, value=b"y", partition=1)
+    hung.produce(topic, value=b"z", partition=2)
+    hung.flush(TIMEOUT)
+    time.sleep(1)
+
+    def run(*argv: str) -> Result:
+        return tributary(capsys, "transactions", "--bootstrap", cluster.bootstrap, *argv)
+
+    listed = {t["transactional_id"]: t for t in run("--output", "json", "list").json()}
+    assert listed["cli-done"]["state"] == "CompleteCommit"
+    assert listed["cli-hung"]["state"] == "Ongoing"
+    ongoing = run("--output", "json", "list", "--state", "Ongoing").json()
+    assert "cli-hung" in {t["transactional_id"] for t in ongoing}
+    assert "cli-done" not in {t["transactional_id"] for t in ongoing}
+    hung_long = {t["transactional_id"] for t in run("--output", "json", "list", "--duration-filter", "500").json()}
+    assert "cli-hung" in hung_long and "cli-done" not in hung_long
+    (described,) = run("--output", "json", "describe", "cli-hung").json()
+    assert described["state"] == "Ongoing" and described["timeout_ms"] == 120_000
+    assert described["partitions"] == [{"topic": topic, "partition": 1}, {"topic": topic, "partition": 2}]
+    assert described["duration_ms"] >= 1000
+    table = run("describe", "cli-hung", "cli-done")
+    assert table.status == 0, table.err
+    assert f"{topic}:1,2" in table.out and "CompleteCommit" in table.out
+    assert "cli-hung" in run("list").out
+    assert_one_line_error(run("describe", "nobody"), 1, "no such transactional id: nobody")
+    hung.abort_transaction(TIMEOUT)
