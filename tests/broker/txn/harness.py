@@ -48,6 +48,7 @@ class Harness:
         self.hold_writes = False
         self.held: list[Write] = []
         self._tickets = itertools.count(1)
+        self.last_ticket = 0
         self._producer_ids = itertools.count(1000)
         if load:
             for partition in range(config.state_log_partitions):
@@ -108,7 +109,8 @@ class Harness:
         return self.replies.get(ticket)
 
     def add(self, transactional_id: str, producer: InitResult, *partitions: tuple[str, int]) -> Any:
-        ticket = next(self._tickets)
+        """The answer, or None while the request waits (see :attr:`last_ticket`)."""
+        ticket = self.last_ticket = next(self._tickets)
         request = AddPartitionsRequest(
             transactional_id, producer.producer_id, producer.producer_epoch, frozenset(partitions)
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tributary.broker.txn.coordinator import PARK_MS
 from tributary.broker.txn.messages import InitResult, SendMarkers
 from tributary.broker.txn.records import decode_key, decode_value
 from tributary.broker.txn.state import EPOCH_EXHAUSTED, TxnState
@@ -44,19 +45,41 @@ def test_a_transaction_commits_after_every_marker_is_written() -> None:
     (markers,) = h.markers
     assert markers == SendMarkers(TXN, COORDINATOR_EPOCH, 1000, 0, True, frozenset({TP1, TP2}))
     assert h.stored(TXN).state is TxnState.PREPARE_COMMIT  # type: ignore[union-attr]
-    # While markers are out, the next transaction waits (CONCURRENT_TRANSACTIONS, retried by clients).
-    assert h.add(TXN, producer, TP1) == ErrorCode.CONCURRENT_TRANSACTIONS
+    # While markers are out, the next transaction's AddPartitionsToTxn waits for them (rather than
+    # being answered CONCURRENT_TRANSACTIONS at once and retried after the client's backoff).
+    assert h.add(TXN, producer, TP1) is None
+    waiting = h.last_ticket
     assert h.init(TXN).error == ErrorCode.CONCURRENT_TRANSACTIONS
     assert h.end(TXN, producer, commit=True) == ErrorCode.CONCURRENT_TRANSACTIONS
     assert h.end(TXN, producer, commit=False) == ErrorCode.INVALID_TXN_STATE
     h.apply(h.coordinator.marker_written(h.now, TXN, COORDINATOR_EPOCH, TP1))
     assert h.coordinator.describe(TXN).partitions == (TP2,)  # what still waits for its marker
     h.apply(h.coordinator.marker_written(h.now, TXN, COORDINATOR_EPOCH, TP2))
-    assert h.stored(TXN).state is TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
-    assert h.end(TXN, producer, commit=True) == ErrorCode.NONE  # a retry of the finished EndTxn
-    assert h.end(TXN, producer, commit=False) == ErrorCode.INVALID_TXN_STATE
-    assert h.add(TXN, producer, TP1) == ErrorCode.NONE  # the next transaction
-    assert h.coordinator.describe(TXN).state == "Ongoing"
+    assert h.stored(TXN).state is TxnState.ONGOING  # type: ignore[union-attr]
+    assert h.replies[waiting] == ErrorCode.NONE  # the waiting request went on: the next transaction
+    assert h.coordinator.describe(TXN).partitions == (TP1,)
+    states = [decode_value(v).state for _, v in h.log[h.coordinator.partition_for(TXN)] if v is not None]
+    assert states[-2:] == [TxnState.COMPLETE_COMMIT, TxnState.ONGOING]
+
+
+def test_an_add_partitions_waits_only_so_long_for_the_last_transaction() -> None:
+    h = Harness()
+    producer = started(h)
+    assert h.end(TXN, producer, commit=False) == ErrorCode.NONE
+    assert h.add(TXN, producer, TP1) is None
+    h.advance(PARK_MS - 1)
+    assert h.last_ticket not in h.replies
+    h.advance(1)
+    assert h.replies[h.last_ticket] == ErrorCode.CONCURRENT_TRANSACTIONS  # the client retries
+    h.deliver()
+    assert h.end(TXN, producer, commit=False) == ErrorCode.NONE  # a retry of the finished EndTxn
+    assert h.end(TXN, producer, commit=True) == ErrorCode.INVALID_TXN_STATE
+    assert h.add(TXN, producer, TP1) == ErrorCode.NONE
+    # A waiting request of an id whose partition moves away is told to find the new coordinator.
+    assert h.end(TXN, producer, commit=True) == ErrorCode.NONE
+    assert h.add(TXN, producer, TP2) is None
+    h.apply(h.coordinator.unload(h.now, h.coordinator.partition_for(TXN)))
+    assert h.replies[h.last_ticket] == ErrorCode.NOT_COORDINATOR
 
 
 def test_end_without_a_transaction_is_an_invalid_state() -> None:
