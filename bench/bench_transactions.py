@@ -11,7 +11,10 @@ same 200-byte JSON events, with the same settings (acks=all, linger.ms 5), along
   which the coordinator answers once its decision is in ``__transaction_state``'s replicas; the
   next transaction's AddPartitionsToTxn waits until the markers of the last are in every
   partition (the client retries CONCURRENT_TRANSACTIONS);
-* ``transactional, 1000/txn``: the same with ten times as many records per transaction.
+* ``transactional, 1000/txn``: the same with ten times as many records per transaction;
+* ``idempotent, flush/100``: the bursts of the 100/txn path without transactions, each ended by
+  flush() (what waiting for 100 records' acknowledgements alone costs; its "commit" column is
+  the flush).
 
 Every round runs each path once, rotating which goes first; ratios against ``idempotent`` are
 the median of per-round ratios, as the machine is shared. The time of each commit_transaction()
@@ -63,11 +66,18 @@ PRODUCER = {"acks": "all", "linger.ms": 5, "enable.idempotence": True}
 @dataclass(frozen=True)
 class Path_:
     label: str
-    #: Records per transaction; 0: no transactions.
+    #: Records per transaction (or per flush); 0: one stream.
     per_transaction: int
+    transactional: bool = True
 
 
-PATHS = (Path_("idempotent", 0), Path_("transactional, 100/txn", 100), Path_("transactional, 1000/txn", 1000))
+PATHS = (
+    Path_("idempotent", 0),
+    Path_("transactional, 100/txn", 100),
+    Path_("transactional, 1000/txn", 1000),
+    # The same bursts without transactions: what the synchronous waits alone cost.
+    Path_("idempotent, flush/100", 100, transactional=False),
+)
 BASELINE = PATHS[0].label
 
 
@@ -96,39 +106,47 @@ def plain_run(bootstrap: str, values: Sequence[bytes], count: int) -> float:
 
 
 def transactional_run(
-    bootstrap: str, values: Sequence[bytes], count: int, per_transaction: int, transactional_id: str
+    bootstrap: str, values: Sequence[bytes], count: int, per_transaction: int, transactional_id: str | None
 ) -> tuple[float, list[float]]:
     """Seconds to send ``count`` values in transactions of ``per_transaction``, and each commit's
-    time; initialising the producer (InitProducerId) is not timed."""
+    time; initialising the producer (InitProducerId) is not timed. Without a transactional id:
+    the same bursts, each ended by flush() instead of a commit."""
     errors: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
         if err is not None and len(errors) < 5:
             errors.append(str(err))
 
+    config = {"transactional.id": transactional_id} if transactional_id is not None else {}
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "transactional.id": transactional_id,
             "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
             "delivery.report.only.error": True,
             "on_delivery": delivered,
             **PRODUCER,
+            **config,
         }
     )
-    producer.init_transactions(60)
+    if transactional_id is not None:
+        producer.init_transactions(60)
     producer.list_topics(TOPIC, timeout=10)
     commits: list[float] = []
     n = len(values)
     start = time.perf_counter()
     sent = 0
     while sent < count:
-        producer.begin_transaction()
+        if transactional_id is not None:
+            producer.begin_transaction()
         for i in range(min(per_transaction, count - sent)):
             producer.produce(TOPIC, values[(sent + i) % n])
         sent += min(per_transaction, count - sent)
         before = time.perf_counter()
-        producer.commit_transaction(60)
+        if transactional_id is not None:
+            producer.commit_transaction(60)
+        elif producer.flush(60):
+            raise RuntimeError("flush left messages undelivered")
         commits.append(time.perf_counter() - before)
     seconds = time.perf_counter() - start
     producer.close()
@@ -151,7 +169,8 @@ def run(cluster: Cluster, values: Sequence[bytes], sizes: Sizes, out: Results) -
     for path in PATHS:  # warm-up, untimed: __transaction_state is created here
         count = max(1_000, sizes.messages // 10)
         if path.per_transaction:
-            transactional_run(bootstrap, values, count, path.per_transaction, f"warm-{path.per_transaction}")
+            txn_id = f"warm-{path.per_transaction}" if path.transactional else None
+            transactional_run(bootstrap, values, count, path.per_transaction, txn_id)
         else:
             plain_run(bootstrap, values, count)
     for r in range(sizes.rounds):
@@ -159,7 +178,7 @@ def run(cluster: Cluster, values: Sequence[bytes], sizes: Sizes, out: Results) -
         for path in order:
             os.sync()
             if path.per_transaction:
-                txn_id = f"bench-{path.per_transaction}-{r}"
+                txn_id = f"bench-{path.per_transaction}-{r}" if path.transactional else None
                 seconds, commits = transactional_run(bootstrap, values, sizes.messages, path.per_transaction, txn_id)
                 out.commits.setdefault(path.label, []).extend(commits)
             else:
@@ -186,6 +205,7 @@ def summary(out: Results, sizes: Sizes) -> dict[str, Any]:
             "seconds": [round(s, 4) for s in seconds],
             "msgs_per_s": sizes.messages / statistics.median(seconds),
             "ratio": statistics.median(b / s for s, b in zip(seconds, base, strict=True)),
+            "transactional": path.transactional,
             "transactions_per_s": len(commits) / sum(seconds) if commits else None,
             "commit_p50_ms": percentile(commits, 0.5) * 1e3 if commits else None,
             "commit_p99_ms": percentile(commits, 0.99) * 1e3 if commits else None,
@@ -201,7 +221,8 @@ client: confluent-kafka {client}; acks=all, linger.ms 5
 three brokers; a topic of 3 partitions, RF 3, min.insync.replicas 2
 {rounds} rounds of {messages:,} x {size} B events per path, the paths alternating (rotating who goes first);
   msgs/s: median over rounds; 'vs idempotent': the median of per-round ratios; commit: the time of each
-  commit_transaction() call, p50 and p99 over every transaction; load average {load}"""
+  commit_transaction() call (flush() for the path without transactions), p50 and p99 over every one;
+  load average {load}"""
 
 
 def render(document: dict[str, Any]) -> str:

@@ -882,6 +882,28 @@ def _aborted_entry(producers: ProducerStateManager, completed: CompletedTxn) -> 
     return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, last_stable)
 
 
+def _legacy_snapshot(path: Path, log_end: int, now_ms: int) -> tuple[int, ProducerStateManager] | None:
+    """The state a broker from before transactions saved at its clean close, if it matches the
+    log end (``-1``: this open must replay anyway); the file is removed either way, so that a
+    later crash never reads it."""
+    legacy = path / LEGACY_SNAPSHOT_FILE
+    try:
+        data = legacy.read_bytes()
+    except FileNotFoundError:
+        return None
+    found: tuple[int, ProducerStateManager] | None = None
+    try:
+        offset, state = ProducerStateManager.from_bytes(data, now_ms)
+    except ValueError as exc:
+        log.warning("%s: ignoring producer state snapshot: %s", legacy, exc)
+    else:
+        if offset == log_end:
+            found = offset, state
+    unlink_quietly(legacy)
+    fsync_dir(path)
+    return found
+
+
 def _recover_producer_state(
     path: Path, segments: Sequence[Segment], rebuild_from: int | None, now_ms: int
 ) -> ProducerStateManager:
@@ -891,10 +913,11 @@ def _recover_producer_state(
     Without a usable snapshot the replay starts at the log start."""
     log_end = segments[-1].next_offset
     log_start = segments[0].base_offset
-    unlink_quietly(path / LEGACY_SNAPSHOT_FILE)
     delete_snapshots(path, above=log_end)
     start_at = log_end if rebuild_from is None else rebuild_from
-    loaded = load_latest(path, start_at, now_ms)
+    loaded = _legacy_snapshot(path, log_end if rebuild_from is None else -1, now_ms) or load_latest(
+        path, start_at, now_ms
+    )
     if loaded is not None and loaded[0] >= log_start:
         start, state = loaded
     else:

@@ -65,6 +65,10 @@ _SNAPSHOT_BODY_HEAD = struct.Struct(">qi")  # offset, producer count
 # last offset written, batch count
 _SNAPSHOT_PRODUCER = struct.Struct(">qhiqqb")
 _SNAPSHOT_BATCH = struct.Struct(">iiqqq")
+#: Version 1 (``producer-state.snapshot`` of brokers before transactions): producer id, epoch,
+#: batch count; read once, when such a broker's log is opened.
+_V1 = 1
+_V1_PRODUCER = struct.Struct(">qhb")
 
 
 def last_sequence(header: BatchHeader) -> int:
@@ -330,16 +334,21 @@ class ProducerStateManager:
         try:
             version, crc = _SNAPSHOT_HEAD.unpack_from(data, 0)
             body = memoryview(data)[_SNAPSHOT_HEAD.size :]
-            if version != _SNAPSHOT_VERSION or crc32c(body) != crc:
+            if version not in (_V1, _SNAPSHOT_VERSION) or crc32c(body) != crc:
                 raise ValueError("producer state snapshot has a bad version or checksum")
             offset, count = _SNAPSHOT_BODY_HEAD.unpack_from(body, 0)
             state = cls()
             pos = _SNAPSHOT_BODY_HEAD.size
             for _ in range(count):
-                producer_id, epoch, coordinator_epoch, first, last_offset, batches = _SNAPSHOT_PRODUCER.unpack_from(
-                    body, pos
-                )
-                pos += _SNAPSHOT_PRODUCER.size
+                if version == _V1:
+                    producer_id, epoch, batches = _V1_PRODUCER.unpack_from(body, pos)
+                    coordinator_epoch, first, last_offset = -1, NO_OFFSET, NO_OFFSET
+                    pos += _V1_PRODUCER.size
+                else:
+                    producer_id, epoch, coordinator_epoch, first, last_offset, batches = _SNAPSHOT_PRODUCER.unpack_from(
+                        body, pos
+                    )
+                    pos += _SNAPSHOT_PRODUCER.size
                 entry = state._producers[producer_id] = ProducerEntry(epoch, now_ms)
                 entry.coordinator_epoch = coordinator_epoch
                 entry.last_offset = last_offset
@@ -349,6 +358,8 @@ class ProducerStateManager:
                 for _ in range(batches):
                     entry.batches.append(BatchMetadata(*_SNAPSHOT_BATCH.unpack_from(body, pos)))
                     pos += _SNAPSHOT_BATCH.size
+                if entry.batches and entry.last_offset == NO_OFFSET:
+                    entry.last_offset = entry.batches[-1].last_offset
         except struct.error as exc:
             raise ValueError(f"producer state snapshot is truncated: {exc}") from None
         if pos != len(body):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,10 @@ from tributary.broker.log.log import PartitionLog
 from tributary.broker.log.producer_snapshots import list_snapshots, snapshot_path
 from tributary.broker.log.producer_state import ProducerStateManager
 from tributary.protocol.compression import Compression
+from tributary.protocol.crc32c import crc32c
 from tributary.protocol.records import parse_batch_header
 
-from .helpers import NOW, batch, crash, open_log, read_all
+from .helpers import NOW, T0, batch, crash, open_log, read_all
 
 PID = 4242
 
@@ -187,3 +189,35 @@ def test_non_idempotent_batches_leave_no_state(tmp_path: Path) -> None:
     assert len(read_all(log)) == log.size_in_bytes
     log.close()
     assert os.path.getsize(snapshot_path(tmp_path / "t-0", 4)) > 0
+
+
+def test_the_snapshot_of_a_broker_from_before_transactions_is_read_once(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = open_log(path)
+    _produce(log, 0)
+    _produce(log, 2)
+    log.close()
+    for name in os.listdir(path):
+        if name.endswith(".snapshot"):
+            os.unlink(path / name)
+    # What such a broker wrote at a clean close: version 1, producer id, epoch, its batches.
+    body = struct.pack(">qi", 4, 1) + struct.pack(">qhb", PID, 0, 2)
+    body += struct.pack(">iiqqq", 0, 1, 0, 1, T0) + struct.pack(">iiqqq", 2, 3, 2, 3, T0)
+    legacy = path / "producer-state.snapshot"
+    legacy.write_bytes(struct.pack(">hI", 1, crc32c(body)) + body)
+    reopened = open_log(path, 4, clean=True)
+    assert not legacy.exists()  # a later crash must not read it
+    assert _produce(reopened, 2) == (2, True)  # recognised from the old snapshot
+    reopened.close()
+
+
+def test_retention_deletes_the_snapshots_of_deleted_segments(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = open_log(path, segment_bytes=400, retention_bytes=400, retention_ms=-1)
+    for i in range(12):
+        _produce(log, 2 * i)
+    before = list_snapshots(path)
+    assert len(before) == 3  # one per roll
+    assert log.delete_old_segments(NOW) > 0
+    assert list_snapshots(path) == [offset for offset in before if offset >= log.log_start_offset]
+    log.close()
