@@ -28,7 +28,10 @@ from tests.deploy.cli_runner import Result, assert_one_line_error, tributary
 from tests.fixtures.brokers import module_cluster
 from tributary.client import Admin, Consumer, TopicPartition
 from tributary.client.raw.batches import LATEST, READ_COMMITTED, READ_UNCOMMITTED
+from tributary.protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest
+from tributary.protocol.records import iter_batches
 from tributary.testing.cluster import Cluster, wait_for_leaders
+from tributary.testing.wire import request
 from tributary.testing.zookeeper import ZooKeeperServer
 
 TIMEOUT = 30.0
@@ -437,3 +440,65 @@ def test_transactions_list_and_describe(cluster: Cluster, capsys: pytest.Capture
     assert "cli-hung" in run("list").out
     assert_one_line_error(run("describe", "nobody"), 1, "no such transactional id: nobody")
     hung.abort_transaction(TIMEOUT)
+
+
+# --- what the broker answers, field by field ------------------------------------------------------
+
+
+def fetch(cluster: Cluster, topic: str, isolation: int) -> FetchResponse.PartitionData:
+    leader = cluster.broker(wait_for_leaders(cluster.brokers, topic, 1)[0])
+    body = FetchRequest(
+        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=isolation,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
+            FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+    )  # fmt: skip
+    (answer,) = request(leader.address, body, 11).responses
+    (data,) = answer.partitions
+    assert data.error_code == 0, data
+    return data
+
+
+def latest(cluster: Cluster, topic: str, isolation: int) -> int:
+    leader = cluster.broker(wait_for_leaders(cluster.brokers, topic, 1)[0])
+    body = ListOffsetsRequest(
+        replica_id=-1, isolation_level=isolation,
+        topics=[ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
+            ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])],
+    )  # fmt: skip
+    (answer,) = request(leader.address, body, 5).topics
+    (found,) = answer.partitions
+    assert found.error_code == 0, found
+    return int(found.offset)
+
+
+def last_offsets(data: FetchResponse.PartitionData) -> list[int]:
+    return [header.last_offset for _, header in iter_batches(data.records or b"")]
+
+
+def test_fetch_and_list_offsets_by_isolation_level(cluster: Cluster) -> None:
+    topic = "txn-wire"
+    create_topic(cluster, topic, 1)
+    producer = confluent_producer(cluster, "wire")
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, value=b"c%d" % i, partition=0)
+    producer.commit_transaction(TIMEOUT)  # offsets 0-4, the commit marker at 5
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=b"a%d" % i, partition=0)
+    producer.flush(TIMEOUT)  # offsets 6-8, open
+    committed, everything = fetch(cluster, topic, 1), fetch(cluster, topic, 0)
+    for data in (committed, everything):
+        assert (data.high_watermark, data.last_stable_offset) == (9, 6)
+    assert max(last_offsets(committed)) == 5  # up to the last stable offset, marker included
+    assert committed.aborted_transactions == []
+    assert max(last_offsets(everything)) == 8
+    assert everything.aborted_transactions is None  # read_uncommitted: no list (null, as Kafka)
+    assert (latest(cluster, topic, 1), latest(cluster, topic, 0)) == (6, 9)
+    producer.abort_transaction(TIMEOUT)  # the abort marker at 9
+    committed = fetch(cluster, topic, 1)
+    assert (committed.high_watermark, committed.last_stable_offset) == (10, 10)
+    (aborted,) = committed.aborted_transactions or []
+    assert aborted.first_offset == 6
+    assert aborted.producer_id == [h for _, h in iter_batches(committed.records or b"")][-1].producer_id
+    assert latest(cluster, topic, 1) == 10
