@@ -73,6 +73,8 @@ class GroupCoordinator:
         self.partition_count = config.offsets_topic_partitions
         self._partitions: dict[int, tuple[_Loading, int]] = {}
         self._load_tokens = 0
+        # Transaction markers appended to a partition while it loads: (producer id, committed).
+        self._completions_while_loading: dict[int, list[tuple[int, bool]]] = {}
 
     # --- where groups live --------------------------------------------------------------
 
@@ -137,6 +139,10 @@ class GroupCoordinator:
             self.groups[group_id] = group
             self.membership.loaded(group)
         self._partitions[partition] = (_Loading.LOADED, token)
+        for producer_id, commit in self._completions_while_loading.pop(partition, []):
+            for group in self.groups.values():
+                if group.partition == partition:
+                    group.offsets.complete_txn(producer_id, commit)
         if EXPIRE_OFFSETS not in self.rt.timers:
             self.rt.timers.schedule(EXPIRE_OFFSETS, self.rt.now_ms + self.config.offsets_retention_check_interval_ms)
         loaded = sum(1 for g in self.groups.values() if g.partition == partition)
@@ -146,6 +152,7 @@ class GroupCoordinator:
 
     def unload(self, now_ms: int, partition: int) -> list[Effect]:
         self.rt.begin(now_ms)
+        self._completions_while_loading.pop(partition, None)
         if self._partitions.pop(partition, None) is not None:
             for group_id, group in list(self.groups.items()):
                 if group.partition == partition:
@@ -344,6 +351,10 @@ class GroupCoordinator:
     def complete_txn(self, now_ms: int, partition: int, producer_id: int, commit: bool) -> list[Effect]:
         """The transaction's marker is in ``partition``: its offsets there count, or go."""
         self.rt.begin(now_ms)
+        if self.is_loading(partition):
+            # The load may have read the log before this marker: it is applied once loaded.
+            self._completions_while_loading.setdefault(partition, []).append((producer_id, commit))
+            return self.rt.take()
         applied = 0
         for group in self.groups.values():
             if group.partition == partition:

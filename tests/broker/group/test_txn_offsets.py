@@ -82,3 +82,15 @@ def test_an_unknown_group_is_created_and_a_failed_write_leaves_nothing_pending()
     h.mark(PID, commit=True, group="new")
     assert h.committed(TP, group="new") is None
     assert h.coordinator.describe("new").state == "Empty"
+
+
+def test_a_marker_written_while_the_partition_loads_is_applied_once_loaded() -> None:
+    h = Harness()
+    partition = h.coordinator.partition_for("g")
+    h.txn_commit({TP: 10}, PID)
+    h.apply(h.coordinator.unload(h.now, partition))
+    before_marker = list(h.log[partition])  # what the load reads: the marker is not in it yet
+    token = h.coordinator.begin_loading(partition)
+    h.apply(h.coordinator.complete_txn(h.now, partition, PID, True))  # WriteTxnMarkers meanwhile
+    h.apply(h.coordinator.finish_loading(h.now, partition, token, before_marker))
+    assert h.committed(TP) == 10
