@@ -19,6 +19,7 @@ from typing import Any
 from tributary.broker.group.config import GroupConfig
 from tributary.broker.log.config import LogConfig
 from tributary.broker.replication.config import ReplicationConfig
+from tributary.broker.security.authorizer_config import AuthorizerConfig, parse_super_users
 from tributary.broker.txn.config import TxnConfig
 
 
@@ -104,6 +105,7 @@ class BrokerConfig:
     group: GroupConfig = field(default_factory=GroupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
     txn: TxnConfig = field(default_factory=TxnConfig)
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
 
 
 def _int(name: str, value: Any) -> int:
@@ -154,6 +156,20 @@ def _str(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"setting '{name}' must be a non-empty string, got {value!r}")
     return value
+
+
+def _text(name: str, value: Any) -> str:
+    """A string that may be empty (Kafka's default for authorizer.class.name)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"setting '{name}' must be a string, got {value!r}")
+    return value.strip()
+
+
+def _principals(name: str, value: Any) -> Any:
+    try:
+        return parse_super_users(_text(name, value))
+    except ValueError as exc:
+        raise ConfigError(f"setting '{name}': {exc}") from None
 
 
 # key -> (attribute of BrokerConfig, "log.<attribute>" of LogConfig or "group.<attribute>" of
@@ -228,6 +244,9 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("txn.abort_timed_out_interval_ms", _int),
     "transactional.id.expiration.ms": ("txn.transactional_id_expiration_ms", _int),
     "transaction.remove.expired.transaction.cleanup.interval.ms": ("txn.remove_expired_interval_ms", _int),
+    "authorizer.class.name": ("authorizer.class_name", _text),
+    "super.users": ("authorizer.super_users", _principals),
+    "allow.everyone.if.no.acl.found": ("authorizer.allow_everyone_if_no_acl_found", _bool),
 }
 REQUIRED = ("id", "listen", "data-dir", "zookeeper")
 
@@ -276,7 +295,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
             raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
 
     top: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "txn": {}}
+    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "txn": {}, "authorizer": {}}
     for name, value in settings.items():
         attr, convert = _SETTINGS[name]
         section, dot, rest = attr.partition(".")
@@ -301,6 +320,14 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
         group = GroupConfig(**sections["group"])
         replication = ReplicationConfig(**sections["replication"])
         txn = TxnConfig(**sections["txn"])
+        authorizer = AuthorizerConfig(**sections["authorizer"])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return BrokerConfig(log=LogConfig(**sections["log"]), group=group, replication=replication, txn=txn, **top)
+    return BrokerConfig(
+        log=LogConfig(**sections["log"]),
+        group=group,
+        replication=replication,
+        txn=txn,
+        authorizer=authorizer,
+        **top,
+    )

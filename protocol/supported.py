@@ -50,6 +50,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.TXN_OFFSET_COMMIT: Versions(0, 2),
     # Between brokers: a transaction coordinator has partition leaders append the markers.
     ApiKey.WRITE_TXN_MARKERS: Versions(0, 0),
+    # The ACL APIs with their flexible versions: librdkafka asks for v1, kafka-python for its
+    # newest; v3 only adds the User resource type.
+    ApiKey.DESCRIBE_ACLS: Versions(0, 3),
+    ApiKey.CREATE_ACLS: Versions(0, 3),
+    ApiKey.DELETE_ACLS: Versions(0, 3),
     # Flexible from their first version; no client picks a version of these by the range.
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: Versions(0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Versions(0, 0),

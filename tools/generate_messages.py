@@ -66,6 +66,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "txn_offset_commit": ("TxnOffsetCommitRequest", "TxnOffsetCommitResponse"),
     "describe_transactions": ("DescribeTransactionsRequest", "DescribeTransactionsResponse"),
     "list_transactions": ("ListTransactionsRequest", "ListTransactionsResponse"),
+    "describe_acls": ("DescribeAclsRequest", "DescribeAclsResponse"),
+    "create_acls": ("CreateAclsRequest", "CreateAclsResponse"),
+    "delete_acls": ("DeleteAclsRequest", "DeleteAclsResponse"),
 }
 
 PRIMITIVE_PY = {

@@ -18,6 +18,7 @@ from __future__ import annotations
 from tributary.broker.context import RequestContext
 from tributary.broker.log.reads import Isolation
 from tributary.broker.partitions import leader_epoch_error
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
@@ -35,12 +36,16 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
     snapshot = broker.snapshot()
     # v2+: a read_committed consumer's "latest" is the last stable offset (Kafka's rule).
     isolation = Isolation.READ_COMMITTED if request.isolation_level == 1 else Isolation.READ_UNCOMMITTED
+    described = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for req in topic.partitions:
             out = ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=req.partition_index)
             partitions.append(out)
+            if topic.name not in described:
+                out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             target = broker.partitions.lookup(snapshot, topic.name, req.partition_index)
             if isinstance(target, ErrorCode):
                 out.error_code = target

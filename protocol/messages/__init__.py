@@ -13,10 +13,13 @@ from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from .alter_partition_reassignments import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from .create_acls import CreateAclsRequest, CreateAclsResponse
 from .create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
+from .delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from .describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
@@ -72,6 +75,9 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -111,6 +117,9 @@ API_MESSAGES: dict[ApiKey, tuple[type, type]] = {
     ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse),
     ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
     ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    ApiKey.DESCRIBE_ACLS: (DescribeAclsRequest, DescribeAclsResponse),
+    ApiKey.CREATE_ACLS: (CreateAclsRequest, CreateAclsResponse),
+    ApiKey.DELETE_ACLS: (DeleteAclsRequest, DeleteAclsResponse),
     ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
     ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
@@ -140,14 +149,20 @@ __all__ = [
     "ApiVersionsResponse",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
