@@ -1,10 +1,11 @@
 """ListTransactions (operators): the transactional ids this broker coordinates, filtered by state,
 producer id and (v1, KIP-994) how long their transaction has been running. A cluster-wide list
-asks every broker."""
+asks every broker. Only the ids the principal may Describe are listed, as Kafka filters them."""
 
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.messages import ListTransactionsRequest, ListTransactionsResponse
 
 DURATION_VERSION = 1
@@ -23,5 +24,6 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
                 transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state
             )
             for t in listed
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id, log_denied=False)
         ],
     )
