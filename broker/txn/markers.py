@@ -158,12 +158,15 @@ def marker_request(marker: Marker, targets: Iterable[TopicPartition]) -> WriteTx
 
 
 def marker_results(response: WriteTxnMarkersResponse) -> dict[TopicPartition, ErrorCode]:
+    """Each partition's code; one this broker does not know counts as UNKNOWN_SERVER_ERROR (retried)."""
+    known = ErrorCode._value2member_map_
     return {
-        (topic.name, p.partition_index): ErrorCode(p.error_code)
+        (topic.name, p.partition_index): ErrorCode(p.error_code) if p.error_code in known
+        else ErrorCode.UNKNOWN_SERVER_ERROR
         for result in response.markers
         for topic in result.topics
         for p in topic.partitions
-    }
+    }  # fmt: skip
 
 
 class MarkerSender:

@@ -175,11 +175,32 @@ class TxnService:
     async def _await_write(self, write_id: int, target: Any, end: int) -> None:
         timeout = self.coordinator.config.write_timeout_ms / 1000
         error = await self._storage.durable(target, end, timeout)
-        self._apply(self.coordinator.write_completed(self._clock(), write_id, error))
+        self._guarded(lambda: self.coordinator.write_completed(self._clock(), write_id, error), "a write's outcome")
+
+    def _guarded(self, call: Callable[[], list[Effect]], what: str) -> None:
+        """Runs a call of the state machine from a background task: a bug there is logged, not
+        allowed to stop the coordinator (and with it the broker)."""
+        try:
+            effects = call()
+        except Exception:
+            log.exception("transaction coordinator: %s failed", what)
+            return
+        self._apply(effects)
 
     async def _deliver(self, effect: SendMarkers) -> None:
+        """Until the markers are all written or no longer this coordinator's to write. A bug in a
+        delivery must not take the coordinator (and the broker) down, nor leave the transaction
+        undecided in its partitions: it is logged and the delivery starts again."""
         assert self.markers is not None, "the broker did not give the coordinator a marker sender"
-        await self.markers.deliver(effect)
+        while True:
+            try:
+                await self.markers.deliver(effect)
+            except Exception:
+                log.exception("delivering the markers of transactional id %s failed; retrying",
+                              effect.transactional_id)  # fmt: skip
+                await trio.sleep(LOAD_RETRY_S)
+            else:
+                return
 
     # Fed back by the marker sender.
 
@@ -205,7 +226,7 @@ class TxnService:
                 with trio.move_on_after(delay):
                     await self._deadlines_changed.wait()
                 continue
-            self._apply(self.coordinator.advance(self._clock()))
+            self._guarded(lambda: self.coordinator.advance(self._clock()), "its timers")
 
     # --- leadership of __transaction_state partitions -------------------------------------------------
 
