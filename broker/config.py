@@ -21,6 +21,7 @@ from tributary.broker.group.consumer_assignors import ASSIGNOR_CLASS_NAMES, SERV
 from tributary.broker.log.config import LogConfig
 from tributary.broker.replication.config import ReplicationConfig
 from tributary.broker.security.authorizer_config import AuthorizerConfig, parse_super_users
+from tributary.broker.txn.config import TxnConfig
 
 
 class ConfigError(ValueError):
@@ -104,6 +105,7 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
+    txn: TxnConfig = field(default_factory=TxnConfig)
     authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
 
 
@@ -261,6 +263,14 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "default.replication.factor": ("replication.default_replication_factor", _int),
     "unclean.leader.election.enable": ("replication.unclean_leader_election", _bool),
     "high.watermark.fsync": ("replication.high_watermark_fsync", _bool),
+    "transaction.state.log.num.partitions": ("txn.state_log_partitions", _int),
+    "transaction.state.log.replication.factor": ("txn.state_log_replication_factor", _int),
+    "transaction.state.log.min.isr": ("txn.state_log_min_isr", _int),
+    "transaction.state.log.segment.bytes": ("txn.state_log_segment_bytes", _int),
+    "transaction.max.timeout.ms": ("txn.max_timeout_ms", _int),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("txn.abort_timed_out_interval_ms", _int),
+    "transactional.id.expiration.ms": ("txn.transactional_id_expiration_ms", _int),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": ("txn.remove_expired_interval_ms", _int),
     "authorizer.class.name": ("authorizer.class_name", _text),
     "super.users": ("authorizer.super_users", _principals),
     "allow.everyone.if.no.acl.found": ("authorizer.allow_everyone_if_no_acl_found", _bool),
@@ -312,7 +322,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
             raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
 
     top: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "authorizer": {}}
+    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "txn": {}, "authorizer": {}}
     for name, value in settings.items():
         attr, convert = _SETTINGS[name]
         section, dot, rest = attr.partition(".")
@@ -336,9 +346,15 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
     try:
         group = GroupConfig(**sections["group"])
         replication = ReplicationConfig(**sections["replication"])
+        txn = TxnConfig(**sections["txn"])
         authorizer = AuthorizerConfig(**sections["authorizer"])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return BrokerConfig(
-        log=LogConfig(**sections["log"]), group=group, replication=replication, authorizer=authorizer, **top
+        log=LogConfig(**sections["log"]),
+        group=group,
+        replication=replication,
+        txn=txn,
+        authorizer=authorizer,
+        **top,
     )

@@ -15,6 +15,8 @@ from typing import Any, Generic, TypeVar
 
 from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
@@ -30,7 +32,9 @@ from tributary.broker.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -41,6 +45,7 @@ from tributary.broker.handlers import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -48,6 +53,8 @@ from tributary.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from tributary.protocol import messages as m
 from tributary.protocol.errors import ProtocolError
@@ -112,6 +119,17 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
         offset_for_leader_epoch.handle
     ),
+    ApiKey.ADD_PARTITIONS_TO_TXN: Route[m.AddPartitionsToTxnRequest, m.AddPartitionsToTxnResponse](
+        add_partitions_to_txn.handle
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: Route[m.AddOffsetsToTxnRequest, m.AddOffsetsToTxnResponse](add_offsets_to_txn.handle),
+    ApiKey.END_TXN: Route[m.EndTxnRequest, m.EndTxnResponse](end_txn.handle),
+    ApiKey.WRITE_TXN_MARKERS: Route[m.WriteTxnMarkersRequest, m.WriteTxnMarkersResponse](write_txn_markers.handle),
+    ApiKey.TXN_OFFSET_COMMIT: Route[m.TxnOffsetCommitRequest, m.TxnOffsetCommitResponse](txn_offset_commit.handle),
+    ApiKey.DESCRIBE_TRANSACTIONS: Route[m.DescribeTransactionsRequest, m.DescribeTransactionsResponse](
+        describe_transactions.handle
+    ),
+    ApiKey.LIST_TRANSACTIONS: Route[m.ListTransactionsRequest, m.ListTransactionsResponse](list_transactions.handle),
     ApiKey.DESCRIBE_ACLS: Route[m.DescribeAclsRequest, m.DescribeAclsResponse](describe_acls.handle),
     ApiKey.CREATE_ACLS: Route[m.CreateAclsRequest, m.CreateAclsResponse](create_acls.handle),
     ApiKey.DELETE_ACLS: Route[m.DeleteAclsRequest, m.DeleteAclsResponse](delete_acls.handle),

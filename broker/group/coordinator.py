@@ -30,12 +30,11 @@ from tributary.broker.group.consumer_group import (
     STATIC_LEAVE_EPOCH,
     ConsumerGroup,
     ConsumerGroupState,
-    InconsistentRecords,
     TopicImage,
 )
 from tributary.broker.group.consumer_membership import Change, ConsumerGroups, Refused
-from tributary.broker.group.consumer_records import ConsumerRecordError, decode_value
 from tributary.broker.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
+from tributary.broker.group.loading import PartitionContents, read_partition
 from tributary.broker.group.member import Ticket
 from tributary.broker.group.membership import Membership
 from tributary.broker.group.messages import (
@@ -53,21 +52,16 @@ from tributary.broker.group.messages import (
     LeaveResult,
     LeavingMember,
     ListedGroup,
+    Loaded,
     MemberSummary,
     NamedPartitions,
     SyncRequest,
     SyncResult,
+    TxnCommitRequest,
 )
-from tributary.broker.group.offsets import OffsetAndMetadata, TopicPartition
+from tributary.broker.group.offsets import GroupOffsets, OffsetAndMetadata, TopicPartition
 from tributary.broker.group.placement import partition_for
 from tributary.broker.group.records import (
-    GroupKey,
-    OffsetKey,
-    RecordFormatError,
-    StoredGroup,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
     encode_group_key,
     encode_offset_key,
     encode_offset_value,
@@ -85,46 +79,6 @@ class _Loading(Enum):
     LOADED = "loaded"
 
 
-@dataclasses.dataclass
-class _PartitionRecords:
-    """What a ``__consumer_offsets`` partition holds, as read in log order."""
-
-    #: The last classic group metadata per group (None: a tombstone).
-    stored: dict[str, StoredGroup | None] = dataclasses.field(default_factory=dict)
-    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata | None]] = dataclasses.field(default_factory=dict)
-    #: The consumer groups the records build (deleted ones dropped).
-    consumer: dict[str, ConsumerGroup] = dataclasses.field(default_factory=dict)
-    #: Which kind of group a group id's last metadata record was: a group that changed type
-    #: has both kinds of records, the old kind's tombstones first.
-    latest: dict[str, str] = dataclasses.field(default_factory=dict)
-    skipped: int = 0
-
-
-def _read_partition(partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> _PartitionRecords:
-    read = _PartitionRecords()
-    for key_bytes, value_bytes in records:
-        try:
-            key = decode_key(key_bytes)
-            if isinstance(key, OffsetKey):
-                value = decode_offset_value(value_bytes) if value_bytes is not None else None
-                read.offsets.setdefault(key.group, {})[key.topic, key.partition] = value
-            elif isinstance(key, GroupKey):
-                read.stored[key.group] = decode_group_value(value_bytes) if value_bytes is not None else None
-                read.latest[key.group] = "classic"
-            else:
-                cg = read.consumer.get(key.group) or ConsumerGroup(key.group, partition)
-                cg.replay(key, decode_value(key, value_bytes) if value_bytes is not None else None)
-                if cg.dead:
-                    read.consumer.pop(key.group, None)
-                else:
-                    read.consumer[key.group] = cg
-                read.latest[key.group] = "consumer"
-        except (RecordFormatError, ConsumerRecordError, InconsistentRecords) as exc:
-            read.skipped += 1
-            log.warning("__consumer_offsets-%d: skipping a record: %s", partition, exc)
-    return read
-
-
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, *, new_id_suffix: Callable[[], str] | None = None) -> None:
         self.config = config
@@ -137,6 +91,8 @@ class GroupCoordinator:
         self.partition_count = config.offsets_topic_partitions
         self._partitions: dict[int, tuple[_Loading, int]] = {}
         self._load_tokens = 0
+        # Transaction markers appended to a partition while it loads: (producer id, committed).
+        self._completions_while_loading: dict[int, list[tuple[int, bool]]] = {}
 
     # --- where groups live --------------------------------------------------------------
 
@@ -177,45 +133,56 @@ class GroupCoordinator:
         self._partitions[partition] = (_Loading.LOADING, self._load_tokens)
         return self._load_tokens
 
-    def finish_loading(
-        self, now_ms: int, partition: int, token: int, records: Iterable[tuple[bytes, bytes | None]]
-    ) -> list[Effect]:
-        """Rebuild the partition's groups and offsets from its records, in log order."""
+    def finish_loading(self, now_ms: int, partition: int, token: int, records: Iterable[Loaded]) -> list[Effect]:
+        """Rebuild the partition's groups and offsets from its records, in log order (see
+        :mod:`.loading`, transactional offsets included)."""
         self.rt.begin(now_ms)
         if self._partitions.get(partition) != (_Loading.LOADING, token):
             return self.rt.take()
-        read = _read_partition(partition, records)
-        stored, offsets, consumer, latest = read.stored, read.offsets, read.consumer, read.latest
-        for group_id in sorted(set(stored) | set(offsets) | set(consumer)):
-            committed = {tp: v for tp, v in offsets.get(group_id, {}).items() if v is not None}
-            if latest.get(group_id) == "consumer" and group_id in consumer:
-                cg = consumer[group_id]
-                for tp, value in committed.items():
-                    cg.offsets.load(tp, value)
-                self.consumers.groups[group_id] = cg
-                self.consumers.loaded(cg)
-                continue
-            group_metadata = stored.get(group_id)
-            if group_metadata is None and not committed:
-                continue  # deleted
-            if group_metadata is not None:
-                group = Group.from_stored(group_id, partition, group_metadata, self.rt.now_ms)
-            else:
-                group = Group(group_id, partition, self.rt.now_ms)
-            for tp, value in committed.items():
-                group.offsets.load(tp, value)
-            self.groups[group_id] = group
-            self.membership.loaded(group)
+        contents = read_partition(partition, records)
+        for group_id in contents.groups():
+            self._load_group(partition, group_id, contents)
         self._partitions[partition] = (_Loading.LOADED, token)
+        for producer_id, commit in self._completions_while_loading.pop(partition, []):
+            for offsets in self._offsets_in(partition):
+                offsets.complete_txn(producer_id, commit)
         if EXPIRE_OFFSETS not in self.rt.timers:
             self.rt.timers.schedule(EXPIRE_OFFSETS, self.rt.now_ms + self.config.offsets_retention_check_interval_ms)
         loaded = sum(1 for g in self.groups.values() if g.partition == partition)
         loaded += sum(1 for g in self.consumers.groups.values() if g.partition == partition)
-        log.info("__consumer_offsets-%d loaded: %d groups (%d unreadable records)", partition, loaded, read.skipped)
+        log.info("__consumer_offsets-%d loaded: %d groups (%d unreadable records)", partition, loaded,
+                 contents.skipped)  # fmt: skip
         return self.rt.take()
+
+    def _load_group(self, partition: int, group_id: str, contents: PartitionContents) -> None:
+        """One group as its partition's records left it: a consumer group (KIP-848) if its last
+        metadata record was one, else a classic group, unless everything of it was deleted."""
+        committed = {tp: v for tp, v in contents.offsets.get(group_id, {}).items() if v is not None}
+        open_txns = contents.open_txns.get(group_id, {})
+        group: Group | ConsumerGroup
+        if contents.latest.get(group_id) == "consumer" and group_id in contents.consumer:
+            group = self.consumers.groups[group_id] = contents.consumer[group_id]
+        else:
+            group_metadata = contents.stored.get(group_id)
+            if group_metadata is None and not committed and not open_txns:
+                return  # deleted
+            if group_metadata is not None:
+                group = Group.from_stored(group_id, partition, group_metadata, self.rt.now_ms)
+            else:
+                group = Group(group_id, partition, self.rt.now_ms)
+            self.groups[group_id] = group
+        for tp, value in committed.items():
+            group.offsets.load(tp, value)
+        for producer_id, txn_offsets in open_txns.items():
+            group.offsets.load_txn(producer_id, txn_offsets)
+        if isinstance(group, ConsumerGroup):
+            self.consumers.loaded(group)
+        else:
+            self.membership.loaded(group)
 
     def unload(self, now_ms: int, partition: int) -> list[Effect]:
         self.rt.begin(now_ms)
+        self._completions_while_loading.pop(partition, None)
         if self._partitions.pop(partition, None) is not None:
             for group_id, group in list(self.groups.items()):
                 if group.partition == partition:
@@ -483,6 +450,93 @@ class GroupCoordinator:
             self.rt.reply(ticket, CommitResult({**errors, **dict.fromkeys(offsets, outcome)}))
 
         self.rt.write(group.partition, records, written)
+
+    def txn_commit(self, now_ms: int, ticket: Ticket, req: TxnCommitRequest) -> list[Effect]:
+        """TxnOffsetCommit: written as the producer's transactional batch; the offsets count once
+        the transaction's commit marker reaches the partition (:meth:`complete_txn`)."""
+        self.rt.begin(now_ms)
+        errors = dict(req.refused)
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in req.offsets.items():
+            if len(value.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                offsets[tp] = dataclasses.replace(value, commit_timestamp=now_ms)
+        error = self._status(req.group_id)
+        group: Group | ConsumerGroup | None = self.consumers.groups.get(req.group_id) or self.groups.get(req.group_id)
+        if error is None and group is None:
+            # As Kafka: a group known only from transactional commits (an empty one).
+            group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id), now_ms)
+        if error is None and group is not None:
+            if isinstance(group, ConsumerGroup):
+                error = self._validate_consumer_txn_commit(group, req)
+            else:
+                error = self._validate_txn_commit(group, req)
+        if error is not None or group is None:
+            errors.update(dict.fromkeys(offsets, error or ErrorCode.UNKNOWN_SERVER_ERROR))
+            self.rt.reply(ticket, CommitResult(errors))
+            return self.rt.take()
+        if not offsets:
+            self.rt.reply(ticket, CommitResult(errors))
+            return self.rt.take()
+        records = [
+            (encode_offset_key(group.group_id, topic, partition), encode_offset_value(value))
+            for (topic, partition), value in offsets.items()
+        ]
+        group.offsets.begin_commit(offsets)
+
+        def written(error: ErrorCode) -> None:
+            dead = group.dead if isinstance(group, ConsumerGroup) else group.is_(GroupState.DEAD)
+            group.offsets.end_commit(offsets, written=error == ErrorCode.NONE and not dead, producer_id=req.producer_id)
+            self.rt.reply(ticket, CommitResult({**errors, **dict.fromkeys(offsets, offset_store_error(error))}))
+
+        self.rt.write(group.partition, records, written, producer=(req.producer_id, req.producer_epoch))
+        return self.rt.take()
+
+    def _validate_txn_commit(self, group: Group, req: TxnCommitRequest) -> ErrorCode | None:
+        """Kafka's doTxnCommitOffsets: a member and generation are checked only when given (v3+)."""
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if req.member_id:
+            error = self.membership.validate_member(group, req.member_id, req.group_instance_id)
+            if error is not None:
+                return error
+        if req.generation_id >= 0 and req.generation_id != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    def _offsets_in(self, partition: int) -> list[GroupOffsets]:
+        """The committed offsets of every group, classic or consumer, living in ``partition``."""
+        classic = [g.offsets for g in self.groups.values() if g.partition == partition]
+        return classic + [g.offsets for g in self.consumers.groups.values() if g.partition == partition]
+
+    @staticmethod
+    def _validate_consumer_txn_commit(group: ConsumerGroup, req: TxnCommitRequest) -> ErrorCode | None:
+        """A transactional commit into a consumer group (KIP-848): a member, when named, must
+        exist, and its epoch, when given, must be current."""
+        if group.dead:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not req.member_id:
+            return None
+        member = group.members.get(req.member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if req.generation_id >= 0 and req.generation_id != member.epoch:
+            return ErrorCode.ILLEGAL_GENERATION if member.uses_classic else ErrorCode.STALE_MEMBER_EPOCH
+        return None
+
+    def complete_txn(self, now_ms: int, partition: int, producer_id: int, commit: bool) -> list[Effect]:
+        """The transaction's marker is in ``partition``: its offsets there count, or go."""
+        self.rt.begin(now_ms)
+        if self.is_loading(partition):
+            # The load may have read the log before this marker: it is applied once loaded.
+            self._completions_while_loading.setdefault(partition, []).append((producer_id, commit))
+            return self.rt.take()
+        applied = sum(offsets.complete_txn(producer_id, commit) for offsets in self._offsets_in(partition))
+        if applied:
+            log.info("__consumer_offsets-%d: producer %d's transaction %s %d offsets", partition, producer_id,
+                     "committed" if commit else "aborted", applied)  # fmt: skip
+        return self.rt.take()
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> FetchResult:
         """Committed offsets (None where nothing is committed); ``partitions`` None: all."""

@@ -6,8 +6,9 @@ Out come results, and effects for the driver to carry out:
 - :class:`Reply`: complete a waiting request (JoinGroup, SyncGroup, OffsetCommit)
   with its result. Requests that can be answered at once are answered the same way,
   in the effects of the call that made them.
-- :class:`Write`: append records to a ``__consumer_offsets`` partition, then report
-  the outcome with ``GroupCoordinator.write_completed(write_id, error)``.
+- :class:`Write`: append records to a ``__consumer_offsets`` partition (as a producer's
+  transactional batch, for TxnOffsetCommit), then report the outcome with
+  ``GroupCoordinator.write_completed(write_id, error)``.
 """
 
 from __future__ import annotations
@@ -85,6 +86,45 @@ class ConsumerHeartbeatRequest:
     client_host: str = ""
     #: v0 lets the coordinator name a new member; from v1 the client does (KIP-1082).
     api_version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TxnCommitRequest:
+    """TxnOffsetCommit: offsets committed inside a producer's transaction. They stay pending
+    until the transaction's marker reaches the group's ``__consumer_offsets`` partition."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    #: v3+ (KIP-447) lets the coordinator fence a consumer of an older generation; "" / -1: not checked.
+    member_id: str
+    group_instance_id: str | None
+    generation_id: int
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+    refused: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+
+
+# --- what loading a partition reads, besides plain (key, value) records -----------------
+
+
+@dataclass(frozen=True, slots=True)
+class TxnRecord:
+    """A record of a transactional offset commit batch."""
+
+    producer_id: int
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class TxnEnd:
+    """A transaction marker: the producer's pending offsets count (commit) or go (abort)."""
+
+    producer_id: int
+    commit: bool
+
+
+Loaded = tuple[bytes, bytes | None] | TxnRecord | TxnEnd
 
 
 # --- results --------------------------------------------------------------------------
@@ -232,6 +272,8 @@ class Write:
     partition: int
     #: (key, value) pairs; a None value is a tombstone.
     records: tuple[tuple[bytes, bytes | None], ...]
+    #: (producer id, epoch): written as that producer's transactional batch (TxnOffsetCommit).
+    producer: tuple[int, int] | None = None
 
 
 Effect = Reply | Write

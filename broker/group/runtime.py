@@ -58,11 +58,16 @@ class Runtime:
         self._effects.append(Reply(ticket, result))
 
     def write(
-        self, partition: int, records: Sequence[tuple[bytes, bytes | None]], then: Continuation | None = None
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        then: Continuation | None = None,
+        *,
+        producer: tuple[int, int] | None = None,
     ) -> None:
         write_id = next(self._write_ids)
         self._continuations[write_id] = then
-        self._effects.append(Write(write_id, partition, tuple(records)))
+        self._effects.append(Write(write_id, partition, tuple(records), producer))
 
     def complete_write(self, write_id: int, error: ErrorCode) -> None:
         then = self._continuations.pop(write_id, None)

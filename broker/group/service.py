@@ -53,6 +53,7 @@ from tributary.broker.group.messages import (
     Reply,
     SyncRequest,
     SyncResult,
+    TxnCommitRequest,
 )
 from tributary.broker.group.offsets import TopicPartition
 from tributary.broker.group.placement import OFFSETS_TOPIC
@@ -152,6 +153,14 @@ class GroupService:
     async def update_topics(self, snapshot: ClusterSnapshot) -> None:
         await self._apply(self.coordinator.update_topics(self._clock(), topic_image(snapshot)))
 
+    async def txn_commit(self, req: TxnCommitRequest) -> CommitResult:
+        result: CommitResult = await self._wait(lambda now, ticket: self.coordinator.txn_commit(now, ticket, req))
+        return result
+
+    async def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction's marker is in ``partition`` (WriteTxnMarkers appended it)."""
+        await self._apply(self.coordinator.complete_txn(self._clock(), partition, producer_id, commit))
+
     async def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
@@ -212,7 +221,7 @@ class GroupService:
                 replies.append(effect)
                 continue
             now = self._clock()
-            error = self._storage.append(effect.partition, effect.records, now)
+            error = self._storage.append(effect.partition, effect.records, now, effect.producer)
             wrote = True
             queue.extend(self.coordinator.write_completed(now, effect.write_id, error))
         self._deadlines_changed.set()

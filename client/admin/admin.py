@@ -31,6 +31,12 @@ import trio
 
 from tributary.client.admin import acls as acl_requests
 from tributary.client.admin.configs import AlterConfigOp, ConfigEntry, ConfigSource, ResourceType
+from tributary.client.admin.transactions import (
+    TransactionDescription,
+    TransactionListing,
+    describe_transactions,
+    list_transactions,
+)
 from tributary.client.errors import (
     KafkaError,
     KafkaProtocolError,
@@ -782,6 +788,27 @@ class Admin:
     async def earliest_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         listed = await self.list_offsets(dict.fromkeys(partitions, EARLIEST))
         return {tp: r.offset for tp, r in listed.items()}
+
+    # --- transactions (client/admin/transactions.py) ---------------------------------------------
+
+    async def list_transactions(
+        self,
+        *,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        duration_ms: int = -1,
+        timeout: float | None = None,
+    ) -> list[TransactionListing]:
+        """Every transactional id of the cluster (ListTransactions to every broker), filtered."""
+        return await list_transactions(
+            self.cluster, states=states, producer_ids=producer_ids, duration_ms=duration_ms, timeout=timeout
+        )
+
+    async def describe_transactions(
+        self, transactional_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, TransactionDescription]:
+        """Each transactional id's state, producer and open partitions, from its coordinator."""
+        return await describe_transactions(self.cluster, transactional_ids, timeout=timeout)
 
     async def latest_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         listed = await self.list_offsets(dict.fromkeys(partitions, LATEST))
