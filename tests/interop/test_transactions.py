@@ -31,6 +31,7 @@ from tributary.client.raw.batches import LATEST, READ_COMMITTED, READ_UNCOMMITTE
 from tributary.protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest
 from tributary.protocol.records import iter_batches
 from tributary.testing.cluster import Cluster, wait_for_leaders
+from tributary.testing.polling import eventually
 from tributary.testing.wire import request
 from tributary.testing.zookeeper import ZooKeeperServer
 
@@ -496,7 +497,11 @@ def test_fetch_and_list_offsets_by_isolation_level(cluster: Cluster) -> None:
     assert everything.aborted_transactions is None  # read_uncommitted: no list (null, as Kafka)
     assert (latest(cluster, topic, 1), latest(cluster, topic, 0)) == (6, 9)
     producer.abort_transaction(TIMEOUT)  # the abort marker at 9
-    committed = fetch(cluster, topic, 1)
+    # EndTxn is answered once the abort is decided; the coordinator writes the markers after
+    # (WriteTxnMarkers, as Kafka's does), so the marker reaches the partition a moment later.
+    committed = eventually(
+        lambda: (f := fetch(cluster, topic, 1)).high_watermark == 10 and f, TIMEOUT, "the abort marker at 9"
+    )
     assert (committed.high_watermark, committed.last_stable_offset) == (10, 10)
     (aborted,) = committed.aborted_transactions or []
     assert aborted.first_offset == 6
