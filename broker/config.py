@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tributary.broker.group.config import GroupConfig
+from tributary.broker.group.config import MIGRATION_POLICIES, GroupConfig
+from tributary.broker.group.consumer_assignors import ASSIGNOR_CLASS_NAMES, SERVER_ASSIGNORS
 from tributary.broker.log.config import LogConfig
 from tributary.broker.replication.config import ReplicationConfig
 from tributary.broker.security.authorizer_config import AuthorizerConfig, parse_super_users
+from tributary.broker.txn.config import TxnConfig
 
 
 class ConfigError(ValueError):
@@ -103,6 +105,7 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
+    txn: TxnConfig = field(default_factory=TxnConfig)
     authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
     # The settings the file or the flags gave (the others are defaults): DescribeConfigs
     # reports their source.
@@ -157,6 +160,23 @@ def _str(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"setting '{name}' must be a non-empty string, got {value!r}")
     return value
+
+
+def _assignors(name: str, value: Any) -> tuple[str, ...]:
+    """Kafka's list: ``"uniform,range"`` (or a TOML list); Kafka's class names are accepted."""
+    items = value if isinstance(value, list) else str(value).split(",")
+    names = tuple(ASSIGNOR_CLASS_NAMES.get(str(item).strip(), str(item).strip()) for item in items)
+    unknown = [n for n in names if n not in SERVER_ASSIGNORS]
+    if not names or unknown:
+        raise ConfigError(f"setting '{name}' names unknown assignors {unknown} (known: {', '.join(SERVER_ASSIGNORS)})")
+    return names
+
+
+def _migration_policy(name: str, value: Any) -> str:
+    policy = str(value).strip().lower()
+    if policy not in MIGRATION_POLICIES:
+        raise ConfigError(f"setting '{name}' must be one of {', '.join(MIGRATION_POLICIES)}, got {value!r}")
+    return policy
 
 
 def _text(name: str, value: Any) -> str:
@@ -221,6 +241,15 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "group.initial.rebalance.delay.ms": ("group.initial_rebalance_delay_ms", _int),
     "group.min.session.timeout.ms": ("group.min_session_timeout_ms", _int),
     "group.max.session.timeout.ms": ("group.max_session_timeout_ms", _int),
+    "group.consumer.heartbeat.interval.ms": ("group.consumer_heartbeat_interval_ms", _int),
+    "group.consumer.min.heartbeat.interval.ms": ("group.consumer_min_heartbeat_interval_ms", _int),
+    "group.consumer.max.heartbeat.interval.ms": ("group.consumer_max_heartbeat_interval_ms", _int),
+    "group.consumer.session.timeout.ms": ("group.consumer_session_timeout_ms", _int),
+    "group.consumer.min.session.timeout.ms": ("group.consumer_min_session_timeout_ms", _int),
+    "group.consumer.max.session.timeout.ms": ("group.consumer_max_session_timeout_ms", _int),
+    "group.consumer.assignors": ("group.consumer_assignors", _assignors),
+    "group.consumer.migration.policy": ("group.consumer_migration_policy", _migration_policy),
+    "group.consumer.max.size": ("group.consumer_max_size", _int),
     "offsets.topic.num.partitions": ("group.offsets_topic_partitions", _int),
     "offsets.topic.replication.factor": ("group.offsets_topic_replication_factor", _int),
     "offsets.topic.segment.bytes": ("group.offsets_topic_segment_bytes", _int),
@@ -238,6 +267,14 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "default.replication.factor": ("replication.default_replication_factor", _int),
     "unclean.leader.election.enable": ("replication.unclean_leader_election", _bool),
     "high.watermark.fsync": ("replication.high_watermark_fsync", _bool),
+    "transaction.state.log.num.partitions": ("txn.state_log_partitions", _int),
+    "transaction.state.log.replication.factor": ("txn.state_log_replication_factor", _int),
+    "transaction.state.log.min.isr": ("txn.state_log_min_isr", _int),
+    "transaction.state.log.segment.bytes": ("txn.state_log_segment_bytes", _int),
+    "transaction.max.timeout.ms": ("txn.max_timeout_ms", _int),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("txn.abort_timed_out_interval_ms", _int),
+    "transactional.id.expiration.ms": ("txn.transactional_id_expiration_ms", _int),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": ("txn.remove_expired_interval_ms", _int),
     "authorizer.class.name": ("authorizer.class_name", _text),
     "super.users": ("authorizer.super_users", _principals),
     "allow.everyone.if.no.acl.found": ("authorizer.allow_everyone_if_no_acl_found", _bool),
@@ -294,7 +331,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
             raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
 
     top: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "authorizer": {}}
+    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "txn": {}, "authorizer": {}}
     for name, value in settings.items():
         attr, convert = _SETTINGS[name]
         section, dot, rest = attr.partition(".")
@@ -318,6 +355,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
     try:
         group = GroupConfig(**sections["group"])
         replication = ReplicationConfig(**sections["replication"])
+        txn = TxnConfig(**sections["txn"])
         authorizer = AuthorizerConfig(**sections["authorizer"])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -325,6 +363,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
         log=LogConfig(**sections["log"]),
         group=group,
         replication=replication,
+        txn=txn,
         authorizer=authorizer,
         given=frozenset(settings),
         **top,

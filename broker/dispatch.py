@@ -15,9 +15,13 @@ from typing import Any, Generic, TypeVar
 
 from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -31,7 +35,9 @@ from tributary.broker.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -42,6 +48,7 @@ from tributary.broker.handlers import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -49,6 +56,8 @@ from tributary.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from tributary.protocol import messages as m
 from tributary.protocol.errors import ProtocolError
@@ -88,6 +97,12 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.SYNC_GROUP: Route[m.SyncGroupRequest, m.SyncGroupResponse](sync_group.handle),
     ApiKey.DESCRIBE_GROUPS: Route[m.DescribeGroupsRequest, m.DescribeGroupsResponse](describe_groups.handle),
     ApiKey.LIST_GROUPS: Route[m.ListGroupsRequest, m.ListGroupsResponse](list_groups.handle),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Route[m.ConsumerGroupHeartbeatRequest, m.ConsumerGroupHeartbeatResponse](
+        consumer_group_heartbeat.handle
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Route[m.ConsumerGroupDescribeRequest, m.ConsumerGroupDescribeResponse](
+        consumer_group_describe.handle
+    ),
     ApiKey.CREATE_PARTITIONS: Route[m.CreatePartitionsRequest, m.CreatePartitionsResponse](create_partitions.handle),
     ApiKey.DESCRIBE_CONFIGS: Route[m.DescribeConfigsRequest, m.DescribeConfigsResponse](describe_configs.handle),
     ApiKey.ALTER_CONFIGS: Route[m.AlterConfigsRequest, m.AlterConfigsResponse](alter_configs.handle),
@@ -112,6 +127,17 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.DESCRIBE_PRODUCERS: Route[m.DescribeProducersRequest, m.DescribeProducersResponse](
         describe_producers.handle
     ),
+    ApiKey.ADD_PARTITIONS_TO_TXN: Route[m.AddPartitionsToTxnRequest, m.AddPartitionsToTxnResponse](
+        add_partitions_to_txn.handle
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: Route[m.AddOffsetsToTxnRequest, m.AddOffsetsToTxnResponse](add_offsets_to_txn.handle),
+    ApiKey.END_TXN: Route[m.EndTxnRequest, m.EndTxnResponse](end_txn.handle),
+    ApiKey.WRITE_TXN_MARKERS: Route[m.WriteTxnMarkersRequest, m.WriteTxnMarkersResponse](write_txn_markers.handle),
+    ApiKey.TXN_OFFSET_COMMIT: Route[m.TxnOffsetCommitRequest, m.TxnOffsetCommitResponse](txn_offset_commit.handle),
+    ApiKey.DESCRIBE_TRANSACTIONS: Route[m.DescribeTransactionsRequest, m.DescribeTransactionsResponse](
+        describe_transactions.handle
+    ),
+    ApiKey.LIST_TRANSACTIONS: Route[m.ListTransactionsRequest, m.ListTransactionsResponse](list_transactions.handle),
     ApiKey.DESCRIBE_ACLS: Route[m.DescribeAclsRequest, m.DescribeAclsResponse](describe_acls.handle),
     ApiKey.CREATE_ACLS: Route[m.CreateAclsRequest, m.CreateAclsResponse](create_acls.handle),
     ApiKey.DELETE_ACLS: Route[m.DeleteAclsRequest, m.DeleteAclsResponse](delete_acls.handle),

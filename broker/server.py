@@ -168,6 +168,9 @@ async def start_services(broker: Broker, nursery: trio.Nursery) -> None:
     # until a partition is loaded its groups get COORDINATOR_LOAD_IN_PROGRESS.
     await nursery.start(broker.groups.run)
     await nursery.start(broker.groups.follow_leadership, broker.registry)
+    # The same for the transaction coordinator and __transaction_state.
+    await nursery.start(broker.transactions.run)
+    await nursery.start(broker.transactions.follow_leadership, broker.registry)
     # The ACLs, loaded before the first request is served (a no-op without an authorizer).
     await nursery.start(broker.authorizer.run)
     nursery.start_soon(_flush_scheduler, broker)

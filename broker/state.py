@@ -18,6 +18,13 @@ from tributary.broker.partitions import Partition, PartitionManager
 from tributary.broker.replication.manager import ReplicaManager
 from tributary.broker.request_budget import RequestBudget
 from tributary.broker.security.acl_authorizer import AclAuthorizer
+from tributary.broker.txn.coordinator import TransactionCoordinator
+from tributary.broker.txn.markers import Marker, MarkerSender, write_markers
+from tributary.broker.txn.messages import TopicPartition
+from tributary.broker.txn.service import TxnService
+from tributary.broker.txn.storage import TxnLogStorage
+from tributary.broker.txn.topic import TransactionStateTopic
+from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import ApiVersionsResponse
 
 
@@ -67,6 +74,23 @@ class Broker:
             GroupCoordinator(config.group), OffsetsLogStorage(self.partitions, lambda: registry.snapshot)
         )
         self.offsets_topic = OffsetsTopic(registry, config.group)
+        txn = config.txn
+        self.transactions = TxnService(
+            TransactionCoordinator(txn),
+            TxnLogStorage(self.partitions, lambda: registry.snapshot, txn.state_log_min_isr),
+            self.producer_ids.next,
+        )
+        self.transactions.markers = MarkerSender(
+            registry,
+            self.partitions,
+            write_local=self.write_markers,
+            current=self.transactions.is_current,
+            done=self.transactions.marker_written,
+            abandoned=self.transactions.markers_abandoned,
+            timeout_s=txn.write_timeout_ms / 1000,
+            backoff_s=txn.marker_retry_backoff_ms / 1000,
+        )
+        self.transaction_topic = TransactionStateTopic(registry, txn)
         self.auto_create = AutoCreatePolicy(
             config.auto_create_max_partitions,
             config.auto_create_max_per_second,
@@ -82,6 +106,19 @@ class Broker:
             config.zookeeper,
             session_timeout=config.zookeeper_session_timeout_ms / 1000,
             registry=self.metrics.registry,
+        )
+
+    async def write_markers(self, marker: Marker, targets: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """Append a transaction's marker to the partitions of ``targets`` this broker leads
+        (WriteTxnMarkers, from another broker's coordinator or this one's)."""
+        return await write_markers(
+            self.partitions,
+            self.snapshot(),
+            marker,
+            targets,
+            default_min_insync=self.config.replication.min_insync_replicas,
+            timeout_s=self.config.txn.write_timeout_ms / 1000,
+            on_offsets_marker=self.groups.complete_txn,
         )
 
     def _request_flush(self, partition: Partition) -> None:

@@ -42,6 +42,7 @@ from tributary.client.raw.batches import (
     DEFAULT_PARTITION_MAX_BYTES,
     EARLIEST,
     LATEST,
+    READ_COMMITTED,
     READ_UNCOMMITTED,
     ListedOffset,
     RawBatches,
@@ -347,13 +348,17 @@ class BlockingFetcher:
 
     # --- offsets -------------------------------------------------------------------------------
 
-    def list_offsets(self, specs: Mapping[TopicPartition, int]) -> dict[TopicPartition, ListedOffset]:
-        """Offsets by EARLIEST, LATEST or timestamp (ms), partition by partition."""
+    def list_offsets(
+        self, specs: Mapping[TopicPartition, int], *, isolation_level: int = READ_UNCOMMITTED
+    ) -> dict[TopicPartition, ListedOffset]:
+        """Offsets by EARLIEST, LATEST or timestamp (ms), partition by partition. With
+        READ_COMMITTED, LATEST is the last stable offset (what committed-only readers see)."""
         results: dict[TopicPartition, ListedOffset] = {}
         for tp, spec in specs.items():
 
             def attempt(leader: int, tp: TopicPartition = tp, spec: int = spec) -> ListedOffset:
-                response: ListOffsetsResponse = self._send(leader, list_offsets_request({tp: spec}))
+                request = list_offsets_request({tp: spec}, isolation_level=isolation_level)
+                response: ListOffsetsResponse = self._send(leader, request)
                 result = parse_list_offsets_response(response, {tp: spec}, leader)[tp]
                 if isinstance(result, KafkaError):
                     raise result
@@ -362,12 +367,15 @@ class BlockingFetcher:
             results[tp] = self._with_retries(tp.topic, tp.partition, attempt)
         return results
 
-    def offset_bounds(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, tuple[int, int]]:
+    def offset_bounds(
+        self, topic: str, partitions: Sequence[int] | None = None, *, isolation_level: int = READ_UNCOMMITTED
+    ) -> dict[int, tuple[int, int]]:
         """``{partition: (earliest, latest)}`` for the planner: the offsets a
-        consumer can read now are ``range(earliest, latest)``."""
+        consumer can read now are ``range(earliest, latest)`` (with READ_COMMITTED, a
+        consumer of committed data: up to the last stable offset)."""
         ids = list(partitions) if partitions is not None else self.partitions_for(topic)
         earliest = self.list_offsets({TopicPartition(topic, p): EARLIEST for p in ids})
-        latest = self.list_offsets({TopicPartition(topic, p): LATEST for p in ids})
+        latest = self.list_offsets({TopicPartition(topic, p): LATEST for p in ids}, isolation_level=isolation_level)
         return {p: (earliest[TopicPartition(topic, p)].offset, latest[TopicPartition(topic, p)].offset) for p in ids}
 
     # --- fetching ------------------------------------------------------------------------------
@@ -410,7 +418,14 @@ class BlockingFetcher:
         return result
 
     def fetch_range(
-        self, topic: str, partition: int, start: int, end: int, *, max_bytes: int = DEFAULT_PARTITION_MAX_BYTES
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        *,
+        max_bytes: int = DEFAULT_PARTITION_MAX_BYTES,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> Iterator[RawBatches]:
         """The raw batches holding offsets ``[start, end)``, one fetch at a time.
 
@@ -422,7 +437,8 @@ class BlockingFetcher:
         log that ends early: a leader elected since ``end`` was listed knows its high
         watermark only once its followers fetch again, serving less than is committed
         until then, and it answers ListOffsets with OFFSET_NOT_AVAILABLE meanwhile (retried
-        like any retriable error)."""
+        like any retriable error). With READ_COMMITTED the same holds of the last stable offset,
+        and each fetch names the aborted transactions of what it returns (``RawBatches``)."""
         if start > end:
             raise ValueError(f"empty range [{start}, {end}) of {topic}-{partition}: start is after end")
         tp = TopicPartition(topic, partition)
@@ -430,14 +446,15 @@ class BlockingFetcher:
         limit = max_bytes
         while offset < end:
             try:
-                fetched = self.fetch(topic, partition, offset, max_bytes=limit)
+                fetched = self.fetch(topic, partition, offset, max_bytes=limit, isolation_level=isolation_level)
             except OffsetOutOfRangeError as exc:
                 raise self._range_error(tp, start, end, exc.log_start_offset, exc.high_watermark) from exc
-            if 0 <= fetched.high_watermark <= offset:
-                latest = self.list_offsets({tp: LATEST})[tp].offset
+            visible = fetched.high_watermark if isolation_level == READ_UNCOMMITTED else fetched.last_stable_offset
+            if 0 <= visible <= offset:
+                latest = self.list_offsets({tp: LATEST}, isolation_level=isolation_level)[tp].offset
                 if latest > offset:
                     continue  # the new leader knows its high watermark now
-                raise self._range_error(tp, start, end, fetched.log_start_offset, fetched.high_watermark)
+                raise self._range_error(tp, start, end, fetched.log_start_offset, visible)
             if not fetched.batches:
                 if fetched.truncated_bytes and limit < self.config.max_response_size // 2:
                     limit *= 2  # the next batch is larger than the limit: ask for more
@@ -482,12 +499,23 @@ class BlockingFetcher:
         )
 
     def records(
-        self, topic: str, partition: int, start: int, end: int, *, max_bytes: int = DEFAULT_PARTITION_MAX_BYTES
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        *,
+        max_bytes: int = DEFAULT_PARTITION_MAX_BYTES,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> Iterator[Record]:
         """The records with offsets in ``[start, end)``, decompressed and decoded, in
-        order (control records of transactions are skipped)."""
-        for fetched in self.fetch_range(topic, partition, start, end, max_bytes=max_bytes):
-            yield from fetched.iter_records(start, end)
+        order (control records of transactions are skipped; with READ_COMMITTED, so are
+        aborted transactions' records)."""
+        committed = isolation_level == READ_COMMITTED
+        for fetched in self.fetch_range(
+            topic, partition, start, end, max_bytes=max_bytes, isolation_level=isolation_level
+        ):
+            yield from fetched.iter_records(start, end, committed_only=committed)
 
 
 __all__ = ["DEFAULT_RETRY_TIMEOUT", "BlockingConnection", "BlockingFetcher"]

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from tributary.client.blocking import BlockingFetcher
 from tributary.client.errors import KafkaError
+from tributary.client.raw.batches import READ_COMMITTED
 from tributary.loader.hooks import KILL_ENV, reached_in_task
 from tributary.loader.naming import split_topic
 from tributary.loader.plan import Range
@@ -89,8 +90,8 @@ def read_range(fetcher: BlockingFetcher, r: Range) -> Iterator[pa.RecordBatch]:
     columns = _Columns(r)
     reached = r.start
     try:
-        for fetched in fetcher.fetch_range(r.topic, r.partition, r.start, r.end):
-            for record in fetched.iter_records(r.start, r.end):
+        for fetched in fetcher.fetch_range(r.topic, r.partition, r.start, r.end, isolation_level=READ_COMMITTED):
+            for record in fetched.iter_records(r.start, r.end, committed_only=True):
                 key, value, headers = record.key, record.value, record.headers
                 columns.offsets.append(record.offset)
                 columns.timestamps.append(record.timestamp)

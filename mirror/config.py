@@ -78,8 +78,14 @@ class MirrorConfig:
         "cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes",
         "message.timestamp.type", "min.compaction.lag.ms", "delete.retention.ms",
     )  # fmt: skip
-    #: The assignor that splits the source partitions among instances.
+    #: The assignor that splits the source partitions among instances (classic protocol).
     assignor: str = "cooperative-sticky"
+    #: ``group.protocol`` of the source group: "classic" (JoinGroup/SyncGroup, ``assignor``)
+    #: or "consumer" (KIP-848: the source's coordinator assigns, with its own session timeout
+    #: and heartbeat interval; ``session_timeout_ms`` must then not exceed the broker's
+    #: ``group.consumer.session.timeout.ms``, since the mirror stops producing once it has
+    #: not heard from the coordinator for 80 % of it).
+    group_protocol: str = "classic"
     session_timeout_ms: int = 10_000
     heartbeat_interval_ms: int = 1000
     #: How long SIGTERM waits for in-flight batches before giving up on them.
@@ -106,6 +112,8 @@ class MirrorConfig:
         object.__setattr__(self, "_patterns", patterns)
         if not self.group:
             object.__setattr__(self, "group", f"tributary-mirror-{self.source_alias}")
+        if self.group_protocol not in ("classic", "consumer"):
+            raise MirrorConfigError(f"group-protocol must be 'classic' or 'consumer', not {self.group_protocol!r}")
         if self.start_position not in ("earliest", "latest"):
             raise MirrorConfigError(f"start-position must be 'earliest' or 'latest', not {self.start_position!r}")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
@@ -156,7 +164,19 @@ def _setting_names() -> dict[str, str]:
             continue
         names[f.name] = f.name
         names[f.name.replace("_", "-")] = f.name
+    # Kafka's consumer names, which TOML reads as the table ``group``: ``group.id = "..."``.
+    names["group.id"], names["group.protocol"] = "group", "group_protocol"
     return names
+
+
+def _flatten_group(table: Mapping[str, Any]) -> dict[str, Any]:
+    """``group.id``/``group.protocol`` written as dotted TOML keys arrive as a table."""
+    flat = dict(table)
+    group = flat.get("group")
+    if isinstance(group, dict):
+        del flat["group"]
+        flat.update({f"group.{key}": value for key, value in group.items()})
+    return flat
 
 
 def _coerce(name: str, value: Any, default: Any) -> Any:
@@ -193,7 +213,7 @@ def load_config(flags: Mapping[str, Any], config_file: Path | None = None) -> Mi
         except tomllib.TOMLDecodeError as exc:
             raise MirrorConfigError(f"{config_file} is not valid TOML: {exc}") from None
         table = table.get("mirror", table) if isinstance(table.get("mirror"), dict) else table
-        for key, value in table.items():
+        for key, value in _flatten_group(table).items():
             if key not in names:
                 raise MirrorConfigError(f"{config_file}: unknown setting {key!r}")
             values[names[key]] = _coerce(names[key], value, defaults[names[key]])

@@ -1,14 +1,14 @@
-"""FindCoordinator: the broker leading the group's ``__consumer_offsets`` partition.
+"""FindCoordinator: the broker leading the group's ``__consumer_offsets`` partition (key type 0),
+or the transactional id's ``__transaction_state`` partition (key type 1).
 
-The topic is created on the first request, as Kafka does. Transaction
-coordinators do not exist here (transactions are not supported). Describe on the
-group (or transactional id) is needed, else GROUP_AUTHORIZATION_FAILED
-(TRANSACTIONAL_ID_AUTHORIZATION_FAILED). From v4 one request asks for several
-keys at once, each answered (and authorized) on its own.
+Either topic is created on the first request, as Kafka does. Describe on the group (or
+transactional id) is needed, else GROUP_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+From v4 one request asks for several keys at once, each answered (and authorized) on its own.
 """
 
 from __future__ import annotations
 
+from tributary.broker.cluster.model import BrokerInfo
 from tributary.broker.context import RequestContext
 from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
@@ -35,16 +35,17 @@ def _unauthorized(ctx: RequestContext, key: str, key_type: int) -> ErrorCode | N
 async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     if (refused := _unauthorized(ctx, key, key_type)) is not None:
         return Coordinator(key=key, error_code=refused, error_message=refused.name, node_id=-1, host="", port=-1)
-    if key_type != GROUP_KEY_TYPE:
-        return Coordinator(
-            key=key,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            error_message="transactions are not supported",
-            node_id=-1,
-            host="",
-            port=-1,
-        )
-    error, coordinator = await ctx.broker.offsets_topic.coordinator_for(key)
+    error: ErrorCode
+    coordinator: BrokerInfo | None
+    if key_type == GROUP_KEY_TYPE:
+        error, coordinator = await ctx.broker.offsets_topic.coordinator_for(key)
+    elif key_type == TRANSACTION_KEY_TYPE:
+        if not key:
+            error, coordinator = ErrorCode.INVALID_REQUEST, None
+        else:
+            error, coordinator = await ctx.broker.transaction_topic.coordinator_for(key)
+    else:
+        error, coordinator = ErrorCode.INVALID_REQUEST, None
     if coordinator is None:
         return Coordinator(key=key, error_code=error, error_message=error.name, node_id=-1, host="", port=-1)
     return Coordinator(

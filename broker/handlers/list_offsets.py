@@ -1,5 +1,8 @@
 """ListOffsets: earliest, latest, or the first offset at or after a timestamp.
 
+"Latest" is the high watermark, or with isolation_level 1 (read_committed, v2+) the last
+stable offset; a timestamp finds only records below that same bound.
+
 A leader elected a moment ago may not know its high watermark yet: its log can hold batches,
 appended under the previous leader, that every in-sync replica has and that are therefore
 committed, while its high watermark still lags behind them until the followers fetch. A consumer
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 from tributary.broker.context import RequestContext
 from tributary.broker.log.log import PartitionLog
+from tributary.broker.log.reads import Isolation
 from tributary.broker.partitions import leader_epoch_error
 from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
@@ -37,10 +41,13 @@ CONSUMER_REPLICA_ID = -1
 OFFSET_NOT_AVAILABLE_VERSION = 5
 
 
-def _answer(out: ListOffsetsResponse.ListOffsetsPartitionResponse, plog: PartitionLog, timestamp: int) -> None:
-    """The offset (and timestamp) the log answers for ``timestamp`` or a special value."""
+def _answer(
+    out: ListOffsetsResponse.ListOffsetsPartitionResponse, plog: PartitionLog, timestamp: int, isolation: Isolation
+) -> None:
+    """The offset (and timestamp) the log answers for ``timestamp`` or a special value, as a reader
+    at ``isolation`` may see it."""
     if timestamp == LATEST:
-        out.offset = plog.visible_end_offset()
+        out.offset = plog.visible_end_offset(isolation)
     elif timestamp in (EARLIEST, EARLIEST_LOCAL):
         out.offset = plog.log_start_offset
     elif timestamp == LATEST_TIERED:
@@ -48,8 +55,12 @@ def _answer(out: ListOffsetsResponse.ListOffsetsPartitionResponse, plog: Partiti
     elif timestamp < 0 and timestamp != MAX_TIMESTAMP:
         out.error_code = ErrorCode.UNSUPPORTED_VERSION
     else:
-        found = plog.offset_of_max_timestamp() if timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(timestamp)
-        if found is None or found[0] >= plog.visible_end_offset():
+        found = (
+            plog.offset_of_max_timestamp(isolation)
+            if timestamp == MAX_TIMESTAMP
+            else plog.offset_for_timestamp(timestamp, isolation)
+        )
+        if found is None or found[0] >= plog.visible_end_offset(isolation):
             out.offset, out.timestamp = -1, -1  # no record at or after it: Kafka's "unknown"
         else:
             out.offset, out.timestamp = found
@@ -58,6 +69,8 @@ def _answer(out: ListOffsetsResponse.ListOffsetsPartitionResponse, plog: Partiti
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     broker = ctx.broker
     snapshot = broker.snapshot()
+    # v2+: a read_committed consumer's "latest" is the last stable offset (Kafka's rule).
+    isolation = Isolation.READ_COMMITTED if request.isolation_level == 1 else Isolation.READ_UNCOMMITTED
     described = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
@@ -89,6 +102,6 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 )
                 continue
             out.leader_epoch = target.leader_epoch
-            _answer(out, plog, req.timestamp)
+            _answer(out, plog, req.timestamp, isolation)
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(topics=topics)

@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "mirror": "tributary.deploy.cli.mirror",
     "status": "tributary.deploy.cli.status",
     "topics": "tributary.deploy.cli.topics",
+    "transactions": "tributary.deploy.cli.transactions",
     "up": "tributary.deploy.cli.up",
     "demo": "tributary.deploy.cli.demo",
 }

@@ -73,6 +73,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--config", metavar="FILE.toml", type=Path, help="TOML file with any of these settings")
     parser.add_argument("--known-aliases", metavar="A,B", help="aliases of other mirrors, whose copies are never "
                         "mirrored again (active-active)")  # fmt: skip
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"),
+                        help="the source group's protocol: classic (default) or consumer (KIP-848, "
+                        "the source's coordinator assigns)")  # fmt: skip
     parser.add_argument("--start-position", choices=("earliest", "latest"),
                         help="where a partition with no recorded progress starts (default earliest)")  # fmt: skip
     for flag, text in _INT_FLAGS:
@@ -85,7 +88,7 @@ def register(subparsers: Any) -> None:
 
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
     names = ["source", "source_alias", "target", "topics", "exclude", "metrics_port", "metrics_host",
-             "known_aliases", "start_position"]  # fmt: skip
+             "known_aliases", "start_position", "group_protocol"]  # fmt: skip
     names += [flag[2:].replace("-", "_") for flag, _ in _INT_FLAGS]
     flags = {name: getattr(args, name) for name in names}
     if args.action == "run":

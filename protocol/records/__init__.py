@@ -36,7 +36,7 @@ from __future__ import annotations
 from tributary.protocol.compression import Compression
 from tributary.protocol.records.builder import BatchBuilder, Payload, build_batch
 from tributary.protocol.records.codec import Header, Headers, Record, iter_records
-from tributary.protocol.records.control import ControlType, control_type
+from tributary.protocol.records.control import ControlType, Marker, build_marker_batch, control_type, read_marker
 from tributary.protocol.records.header import (
     CODEC_MASK,
     CONTROL_BIT,
@@ -87,12 +87,14 @@ __all__ = [
     "BatchBuilder",
     "BatchHeader",
     "ControlType",
+    "Marker",
     "Compression",
     "Header",
     "Headers",
     "Payload",
     "Record",
     "build_batch",
+    "build_marker_batch",
     "check_records",
     "complete_prefix_length",
     "compute_crc",
@@ -103,6 +105,7 @@ __all__ = [
     "iter_batches",
     "iter_records",
     "parse_batch_header",
+    "read_marker",
     "recompress_batch",
     "rewrite_crc",
     "set_base_offset",

@@ -32,6 +32,10 @@ from kafka.protocol.schemas.fields.codecs import BitField
 from tributary.protocol import codec, headers
 from tributary.protocol.framing import FrameDecoder
 from tributary.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
@@ -67,8 +71,12 @@ from tributary.protocol.messages import (
     DescribeLogDirsResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     FetchRequest,
     FetchResponse,
     FindCoordinatorRequest,
@@ -89,6 +97,8 @@ from tributary.protocol.messages import (
     ListOffsetsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
     MetadataRequest,
     MetadataResponse,
     OffsetCommitRequest,
@@ -103,6 +113,10 @@ from tributary.protocol.messages import (
     ProduceResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from tributary.protocol.primitives import NULL_UUID
 from tributary.protocol.schema import Struct
@@ -773,7 +787,14 @@ def _(v: int) -> Any:
 
 @builds(InitProducerIdRequest)
 def _(v: int) -> Any:
-    return InitProducerIdRequest(transactional_id=None if v == 1 else "payments-tx-1", transaction_timeout_ms=60000)
+    # v3+: KIP-360's epoch bump names the producer id and epoch it holds.
+    bump = v >= 3
+    return InitProducerIdRequest(
+        transactional_id=None if v == 1 else "payments-tx-1",
+        transaction_timeout_ms=60000,
+        producer_id=4001 if bump else -1,
+        producer_epoch=3 if bump else -1,
+    )
 
 
 @builds(InitProducerIdResponse)
@@ -1321,6 +1342,199 @@ def _(v: int) -> Any:
     )
 
 
+@builds(AddPartitionsToTxnRequest)
+def _(v: int) -> Any:
+    r = AddPartitionsToTxnRequest
+    topics = [r.AddPartitionsToTxnTopic(name="payments", partitions=[0, 3]), r.AddPartitionsToTxnTopic(name="audit")]
+    if v >= 4:
+        return r(
+            transactions=[
+                r.AddPartitionsToTxnTransaction(
+                    transactional_id="payments-tx-1",
+                    producer_id=4001,
+                    producer_epoch=3,
+                    verify_only=True,
+                    topics=topics,
+                )
+            ]
+        )
+    return r(
+        v3_and_below_transactional_id="payments-tx-1",
+        v3_and_below_producer_id=4001,
+        v3_and_below_producer_epoch=3,
+        v3_and_below_topics=topics,
+    )
+
+
+@builds(AddPartitionsToTxnResponse)
+def _(v: int) -> Any:
+    r = AddPartitionsToTxnResponse
+    results = [
+        r.AddPartitionsToTxnTopicResult(
+            name="payments",
+            results_by_partition=[
+                r.AddPartitionsToTxnPartitionResult(partition_index=0, partition_error_code=0),
+                r.AddPartitionsToTxnPartitionResult(partition_index=3, partition_error_code=51),
+            ],
+        )
+    ]
+    if v >= 4:
+        return r(
+            throttle_time_ms=5,
+            error_code=0,
+            results_by_transaction=[
+                r.AddPartitionsToTxnResult(transactional_id="payments-tx-1", topic_results=results)
+            ],
+        )
+    return r(throttle_time_ms=5, results_by_topic_v3_and_below=results)
+
+
+@builds(AddOffsetsToTxnRequest)
+def _(v: int) -> Any:
+    return AddOffsetsToTxnRequest(
+        transactional_id="payments-tx-1", producer_id=4001, producer_epoch=3, group_id="billing"
+    )
+
+
+@builds(AddOffsetsToTxnResponse)
+def _(v: int) -> Any:
+    return AddOffsetsToTxnResponse(throttle_time_ms=2, error_code=51)
+
+
+@builds(EndTxnRequest)
+def _(v: int) -> Any:
+    return EndTxnRequest(transactional_id="payments-tx-1", producer_id=4001, producer_epoch=3, committed=v % 2 == 0)
+
+
+@builds(EndTxnResponse)
+def _(v: int) -> Any:
+    return EndTxnResponse(throttle_time_ms=1, error_code=90, producer_id=4001, producer_epoch=4)
+
+
+@builds(WriteTxnMarkersRequest)
+def _(v: int) -> Any:
+    r = WriteTxnMarkersRequest
+    return r(
+        markers=[
+            r.WritableTxnMarker(
+                producer_id=4001,
+                producer_epoch=3,
+                transaction_result=True,
+                topics=[r.WritableTxnMarkerTopic(name="payments", partition_indexes=[0, 3])],
+                coordinator_epoch=7,
+            ),
+            r.WritableTxnMarker(producer_id=4002, producer_epoch=0, transaction_result=False, coordinator_epoch=7),
+        ]
+    )
+
+
+@builds(WriteTxnMarkersResponse)
+def _(v: int) -> Any:
+    r = WriteTxnMarkersResponse
+    return r(
+        markers=[
+            r.WritableTxnMarkerResult(
+                producer_id=4001,
+                topics=[
+                    r.WritableTxnMarkerTopicResult(
+                        name="payments",
+                        partitions=[
+                            r.WritableTxnMarkerPartitionResult(partition_index=0, error_code=0),
+                            r.WritableTxnMarkerPartitionResult(partition_index=3, error_code=6),
+                        ],
+                    )
+                ],
+            )
+        ]
+    )
+
+
+@builds(TxnOffsetCommitRequest)
+def _(v: int) -> Any:
+    r = TxnOffsetCommitRequest
+    return r(
+        transactional_id="payments-tx-1",
+        group_id="billing",
+        producer_id=4001,
+        producer_epoch=3,
+        generation_id=12,
+        member_id="billing-1-5f0c",
+        group_instance_id=None,
+        topics=[
+            r.TxnOffsetCommitRequestTopic(
+                name="orders",
+                partitions=[
+                    r.TxnOffsetCommitRequestPartition(
+                        partition_index=2, committed_offset=1041, committed_leader_epoch=4, committed_metadata="batch 9"
+                    ),
+                    r.TxnOffsetCommitRequestPartition(partition_index=5, committed_offset=17, committed_metadata=None),
+                ],
+            )
+        ],
+    )
+
+
+@builds(TxnOffsetCommitResponse)
+def _(v: int) -> Any:
+    r = TxnOffsetCommitResponse
+    return r(
+        throttle_time_ms=0,
+        topics=[
+            r.TxnOffsetCommitResponseTopic(
+                name="orders",
+                partitions=[
+                    r.TxnOffsetCommitResponsePartition(partition_index=2, error_code=0),
+                    r.TxnOffsetCommitResponsePartition(partition_index=5, error_code=22),
+                ],
+            )
+        ],
+    )
+
+
+@builds(DescribeTransactionsRequest)
+def _(v: int) -> Any:
+    return DescribeTransactionsRequest(transactional_ids=["payments-tx-1", "unknown-tx"])
+
+
+@builds(DescribeTransactionsResponse)
+def _(v: int) -> Any:
+    r = DescribeTransactionsResponse
+    return r(
+        throttle_time_ms=0,
+        transaction_states=[
+            r.TransactionState(
+                error_code=0,
+                transactional_id="payments-tx-1",
+                transaction_state="Ongoing",
+                transaction_timeout_ms=60000,
+                transaction_start_time_ms=1_700_000_000_000,
+                producer_id=4001,
+                producer_epoch=3,
+                topics=[r.TopicData(topic="payments", partitions=[0, 3])],
+            ),
+            r.TransactionState(error_code=105, transactional_id="unknown-tx", transaction_state=""),
+        ],
+    )
+
+
+@builds(ListTransactionsRequest)
+def _(v: int) -> Any:
+    return ListTransactionsRequest(state_filters=["Ongoing"], producer_id_filters=[4001], duration_filter=60_000)
+
+
+@builds(ListTransactionsResponse)
+def _(v: int) -> Any:
+    r = ListTransactionsResponse
+    return r(
+        throttle_time_ms=0,
+        error_code=0,
+        unknown_state_filters=["Frozen"],
+        transaction_states=[
+            r.TransactionState(transactional_id="payments-tx-1", producer_id=4001, transaction_state="Ongoing")
+        ],
+    )
+
+
 # --- the matrix ---
 
 # Every version the broker advertises that changes a message's shape, up to the newest (tagged
@@ -1357,6 +1571,13 @@ VERSIONS: dict[ApiKey, list[int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: [0],
     ApiKey.DESCRIBE_CLUSTER: [0, 1],
     ApiKey.DESCRIBE_PRODUCERS: [0],
+    ApiKey.ADD_PARTITIONS_TO_TXN: [0, 1, 2, 3, 4],
+    ApiKey.ADD_OFFSETS_TO_TXN: [0, 1, 2, 3],
+    ApiKey.END_TXN: [0, 1, 2, 3, 5],
+    ApiKey.WRITE_TXN_MARKERS: [0, 1],
+    ApiKey.TXN_OFFSET_COMMIT: [0, 1, 2, 3],
+    ApiKey.DESCRIBE_TRANSACTIONS: [0],
+    ApiKey.LIST_TRANSACTIONS: [0, 1],
     ApiKey.DESCRIBE_ACLS: [0, 1, 2, 3],
     ApiKey.CREATE_ACLS: [0, 1, 2, 3],
     ApiKey.DELETE_ACLS: [0, 1, 2, 3],
