@@ -80,7 +80,8 @@ CLIENT_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.PRODUCE: Versions(3, 8),
     ApiKey.FETCH: Versions(4, 11),
     ApiKey.LIST_OFFSETS: Versions(1, 5),
-    ApiKey.METADATA: Versions(0, 8),
+    # v10+ name topics by id: the consumer group protocol (KIP-848) assigns partitions by id.
+    ApiKey.METADATA: Versions(0, 12),
     ApiKey.OFFSET_COMMIT: Versions(2, 7),
     ApiKey.OFFSET_FETCH: Versions(1, 5),
     ApiKey.FIND_COORDINATOR: Versions(0, 2),

@@ -1,8 +1,8 @@
 """DescribeProducers (KIP-664): the idempotent producers a partition's leader remembers.
 
 For each producer: id, epoch, last sequence and last timestamp, as the producer state that
-deduplicates retries holds them. No producer here is in a transaction, so the coordinator epoch
-and the transaction's start offset are -1. A partition this broker does not lead gets
+deduplicates retries holds them, and for a transactional one the coordinator epoch of its last
+marker and the first offset of its open transaction (-1 when there is none). A partition this broker does not lead gets
 NOT_LEADER_OR_FOLLOWER (the admin client asks the leader), an unknown one
 UNKNOWN_TOPIC_OR_PARTITION. Read on the topic is needed (TOPIC_AUTHORIZATION_FAILED), as in Kafka.
 """
@@ -31,8 +31,8 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> R.PartitionRespon
                 producer_epoch=p.epoch,
                 last_sequence=p.last_sequence,
                 last_timestamp=p.last_timestamp,
-                coordinator_epoch=-1,
-                current_txn_start_offset=-1,
+                coordinator_epoch=p.coordinator_epoch,
+                current_txn_start_offset=p.current_txn_start_offset,
             )
             for p in active_producers(target.log.producer_state)
         ],

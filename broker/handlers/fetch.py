@@ -93,6 +93,19 @@ def _diverging(plog: PartitionLog, req: FetchRequest.FetchPartition) -> FetchRes
     return None
 
 
+def _answered_divergence(
+    plog: PartitionLog, req: FetchRequest.FetchPartition, out: FetchResponse.PartitionData
+) -> bool:
+    """Whether the fetcher's log diverges from this one (v12+, when it says which epoch it last
+    fetched): then ``out`` carries where, and no records."""
+    diverging = _diverging(plog, req) if req.last_fetched_epoch >= 0 else None
+    if diverging is None:
+        return False
+    out.diverging_epoch = diverging
+    out.high_watermark, out.last_stable_offset = plog.visible_end_offset(), plog.last_stable_offset
+    return True
+
+
 def _readable_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
     """The topics the request may read: all of them for a follower with ClusterAction on the
     Cluster (none without it), Read on each for a consumer (Kafka's checks)."""
@@ -143,13 +156,9 @@ def _read_all(
         readable.append(target)
         plog = target.log
         out.log_start_offset = plog.log_start_offset
-        if ctx.api_version >= DIVERGING_EPOCH_VERSION and req.last_fetched_epoch >= 0:
-            diverging = _diverging(plog, req)
-            if diverging is not None:
-                # Answered at once, like an error: the fetcher must truncate before it reads on.
-                out.diverging_epoch, errors = diverging, True
-                out.high_watermark, out.last_stable_offset = plog.visible_end_offset(), plog.last_stable_offset
-                continue
+        if ctx.api_version >= DIVERGING_EPOCH_VERSION and _answered_divergence(plog, req, out):
+            errors = True  # answered at once, like an error: the fetcher must truncate first
+            continue
         if follower is not None:
             # The leader learns the follower's log end from where it asks to read, before
             # answering, so the high watermark sent back already counts this fetch.

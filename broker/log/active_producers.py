@@ -1,8 +1,9 @@
-"""What DescribeProducers reports of a partition's idempotent producers, read off the producer
-state without touching it: its id, epoch, last sequence and the timestamp of its last batch.
+"""What DescribeProducers reports of a partition's producers, read off the producer state without
+touching it: id, epoch, last sequence, the timestamp of the last batch, and, for a transactional
+producer, the coordinator epoch of its last marker and where its open transaction began.
 
 Kept apart from ``producer_state`` (which decides appends) so that reporting never grows into
-the rules; transactional state, when there is some, adds its own columns here.
+the rules.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ class ActiveProducer(NamedTuple):
     last_sequence: int
     #: The maximum timestamp of its last batch (-1: none).
     last_timestamp: int
+    #: The coordinator epoch of the last transaction marker written for it (-1: none).
+    coordinator_epoch: int = -1
+    #: The first offset of its open transaction (-1: none open).
+    current_txn_start_offset: int = -1
 
 
 def active_producers(state: ProducerStateManager) -> list[ActiveProducer]:
@@ -26,12 +31,15 @@ def active_producers(state: ProducerStateManager) -> list[ActiveProducer]:
     found = []
     for producer_id, entry in state:
         last = entry.batches[-1] if entry.batches else None
+        start = entry.current_txn_first_offset
         found.append(
             ActiveProducer(
                 producer_id,
                 entry.epoch,
                 -1 if last is None else last.last_sequence,
                 -1 if last is None else last.timestamp,
+                entry.coordinator_epoch,
+                -1 if start is None else start,
             )
         )
     return sorted(found)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kazoo.client import KazooClient
 
@@ -363,6 +364,28 @@ def test_describe_producers_lists_the_idempotent_producers_of_a_partition(cluste
     assert (state.coordinator_epoch, state.current_txn_start_offset) == (-1, -1)
     other = next(b for b in cluster.brokers if b is not leader)
     assert ask(other, request, 0).topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_describe_producers_shows_an_open_transaction(cluster: Cluster) -> None:
+    created = create(cluster, replication=3)
+    leader = leader_of(cluster, created.name)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"tx-{created.name}"})
+    producer.init_transactions(TIMEOUT)
+    producer.begin_transaction()
+    producer.produce(created.name, value=b"in-a-transaction", partition=0)
+    assert producer.flush(TIMEOUT) == 0
+    request = m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(created.name, [0])])
+
+    (state,) = ask(leader, request, 0).topics[0].partitions[0].active_producers
+    assert (state.current_txn_start_offset, state.coordinator_epoch) == (0, -1)  # open, no marker yet
+    producer.commit_transaction(TIMEOUT)
+
+    def decided() -> Any:
+        (after,) = ask(leader, request, 0).topics[0].partitions[0].active_producers
+        return after if after.current_txn_start_offset == -1 else None
+
+    after = eventually(decided, TIMEOUT, "the commit marker")
+    assert after.producer_id == state.producer_id and after.coordinator_epoch >= 0
 
 
 def test_group_apis_batch_and_filter(cluster: Cluster) -> None:

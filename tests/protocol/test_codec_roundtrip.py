@@ -58,15 +58,19 @@ def test_every_supported_version_is_declared() -> None:
                 assert versions.hi in cls.SPEC.valid
 
 
-#: APIs whose newest definition Kafka marks "latestVersionUnstable": not advertised until stable.
-UNSTABLE_NEWEST = frozenset({"CONSUMER_GROUP_HEARTBEAT", "END_TXN", "SHARE_FETCH", "SHARE_ACKNOWLEDGE"})
+#: Not at their newest, on purpose: the transaction APIs' later versions carry KIP-890's
+#: server-side defence (broker-to-broker verification, epoch bumps on EndTxn), which is not
+#: built; ConsumerGroupHeartbeat v1 is Kafka's unstable newest and already served.
+NOT_NEWEST = frozenset(
+    {"ADD_PARTITIONS_TO_TXN", "ADD_OFFSETS_TO_TXN", "END_TXN", "TXN_OFFSET_COMMIT", "WRITE_TXN_MARKERS"}
+)
 
 
 def test_the_broker_serves_the_newest_version_of_every_api_it_handles() -> None:
     # "Current versions": the newest each of Kafka's definitions declares, and every older one
     # the broker served before (the lower bounds old clients probe for stay where they were).
     for key, versions in SUPPORTED_VERSIONS.items():
-        if key.name not in UNSTABLE_NEWEST:
+        if key.name not in NOT_NEWEST:
             assert versions.hi == API_MESSAGES[key][0].SPEC.valid.hi, key.name
     assert SUPPORTED_VERSIONS[ApiKey.PRODUCE].lo == 0  # librdkafka <= 2.11 compresses only then
     for key, versions in CLIENT_VERSIONS.items():

@@ -191,7 +191,7 @@ class Stage:
         """As admin: the id initialised (its coordinator loaded first), and with ``partitions``
         a transaction open on them; the producer id and epoch noted in :attr:`producers`."""
         eventually(
-            lambda: self.ask(ADMIN, m.FindCoordinatorRequest(key=transactional_id, key_type=1)).error_code == 0,
+            lambda: self.ask(ADMIN, m.FindCoordinatorRequest(key=transactional_id, key_type=1), 3).error_code == 0,
             30, "a transaction coordinator",
         )  # fmt: skip
 
