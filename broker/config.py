@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tributary.broker.group.config import GroupConfig
+from tributary.broker.log.cleaner.config import CleanerConfig
 from tributary.broker.log.config import LogConfig
 from tributary.broker.replication.config import ReplicationConfig
 
@@ -102,6 +103,7 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
 
 def _int(name: str, value: Any) -> int:
@@ -154,8 +156,9 @@ def _str(name: str, value: Any) -> str:
     return value
 
 
-# key -> (attribute of BrokerConfig, "log.<attribute>" of LogConfig or "group.<attribute>" of
-# GroupConfig, converter)
+# key -> (attribute of BrokerConfig, "log.<attribute>" of LogConfig, "group.<attribute>" of
+# GroupConfig, "replication.<attribute>" of ReplicationConfig or "cleaner.<attribute>" of
+# CleanerConfig, converter)
 _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "id": ("broker_id", _int),
     "listen": ("listen", parse_host_port),
@@ -198,6 +201,17 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "log.flush.interval.ms": ("log.flush_ms", _int),
     "log.retention.ms": ("log.retention_ms", _int),
     "log.retention.bytes": ("log.retention_bytes", _int),
+    "log.cleanup.policy": ("log.cleanup_policy", _str),
+    "log.cleaner.delete.retention.ms": ("log.delete_retention_ms", _int),
+    "log.cleaner.min.cleanable.ratio": ("log.min_cleanable_dirty_ratio", _float),
+    "log.cleaner.min.compaction.lag.ms": ("log.min_compaction_lag_ms", _int),
+    "log.cleaner.max.compaction.lag.ms": ("log.max_compaction_lag_ms", _int),
+    "log.cleaner.enable": ("cleaner.enable", _bool),
+    "log.cleaner.threads": ("cleaner.threads", _int),
+    "log.cleaner.io.max.bytes.per.second": ("cleaner.io_max_bytes_per_second", _float),
+    "log.cleaner.dedupe.buffer.size": ("cleaner.dedupe_buffer_size", _int),
+    "log.cleaner.io.buffer.load.factor": ("cleaner.io_buffer_load_factor", _float),
+    "log.cleaner.backoff.ms": ("cleaner.backoff_ms", _int),
     "group.initial.rebalance.delay.ms": ("group.initial_rebalance_delay_ms", _int),
     "group.min.session.timeout.ms": ("group.min_session_timeout_ms", _int),
     "group.max.session.timeout.ms": ("group.max_session_timeout_ms", _int),
@@ -266,7 +280,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
             raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
 
     top: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}}
+    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "cleaner": {}}
     for name, value in settings.items():
         attr, convert = _SETTINGS[name]
         section, dot, rest = attr.partition(".")
@@ -290,6 +304,8 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
     try:
         group = GroupConfig(**sections["group"])
         replication = ReplicationConfig(**sections["replication"])
+        cleaner = CleanerConfig(**sections["cleaner"])
+        log_config = LogConfig(**sections["log"])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return BrokerConfig(log=LogConfig(**sections["log"]), group=group, replication=replication, **top)
+    return BrokerConfig(log=log_config, group=group, replication=replication, cleaner=cleaner, **top)

@@ -6,6 +6,7 @@ import logging
 
 from tributary.broker.context import RequestContext
 from tributary.broker.topic_config_changes import change_or_refuse, incremental
+from tributary.broker.topics import topic_defaults
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
@@ -17,7 +18,10 @@ async def _alter(
 ) -> IncrementalAlterConfigsResponse.AlterConfigsResourceResponse:
     code, message = await change_or_refuse(
         ctx.broker, resource.resource_type, resource.resource_name,
-        lambda: incremental([(c.name, c.config_operation, c.value) for c in resource.configs]), validate_only,
+        lambda: incremental(
+            [(c.name, c.config_operation, c.value) for c in resource.configs], topic_defaults(ctx.broker.config.log)
+        ),
+        validate_only,
     )  # fmt: skip
     if code == ErrorCode.NONE and not validate_only:
         log.info("config of topic %s changed for %s", resource.resource_name, ctx.peer)

@@ -402,13 +402,14 @@ class PartitionLog:
         if not segment.size:
             return segment
         config = self.config
-        # As Kafka: segment.ms is measured in record time from the segment's
-        # first batch, in broker time only when batches carry no timestamps.
+        # As Kafka: segment.ms (or, compacted, max.compaction.lag.ms if shorter) is measured
+        # in record time from the segment's first batch, in broker time only when batches
+        # carry no timestamps.
         first_timestamp = segment.first_timestamp()
         waited = max_timestamp - first_timestamp if first_timestamp >= 0 else now_ms - segment.created_ms
         if (
             segment.size + size > config.segment_bytes
-            or waited > config.segment_ms
+            or waited > config.roll_ms
             or segment.index_full(config.segment_index_bytes)
             or last_offset - segment.base_offset > INT32_MAX
         ):
@@ -720,7 +721,8 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
     """(position, header) of each batch, all checked before any is written: the header,
     the CRC, and (``record.validation = full``, the default) that the records agree with
     the header, walked without building them and, when compressed, decompressed in pieces
-    up to ``max.decompression.ratio`` times ``max.message.bytes``."""
+    up to ``max.decompression.ratio`` times ``max.message.bytes``; a compacted log refuses
+    records without a key then."""
     max_message_bytes = config.max_message_bytes
     check_all = config.record_validation == FULL
     batches: list[tuple[int, BatchHeader]] = []
@@ -742,7 +744,10 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
         if header.producer_id >= 0 and header.base_sequence < 0:
             raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
         if check_all:
-            check_records(buf, pos, header, max_size=config.max_decompressed_bytes)
+            keyless = check_records(buf, pos, header, max_size=config.max_decompressed_bytes)
+            if keyless and config.compacts:
+                # Kafka's LogValidator: compaction keeps one record per key, and these have none.
+                raise InvalidRecordError(f"compacted topic cannot accept {keyless} records without a key")
         batches.append((pos, header))
         pos += header.size
     if not batches:
