@@ -40,10 +40,9 @@ from tributary.broker.log.files import atomic_write, fsync_dir, unlink_quietly
 from tributary.broker.log.producer_state import ProducerStateManager
 from tributary.broker.log.reads import FileRegion, ReadResult
 from tributary.broker.log.segment import (
-    INDEX_SUFFIX,
     INT32_MAX,
     LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
+    SEGMENT_SUFFIXES,
     Segment,
     parse_segment_file_name,
 )
@@ -769,7 +768,7 @@ def _discover(path: Path) -> list[int]:
         if base is not None:
             bases.add(base)
             continue
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in SEGMENT_SUFFIXES[1:]:
             base = parse_segment_file_name(name, suffix)
             if base is not None:
                 indexes.append((base, entry.path))
