@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from tributary.broker.log import swap
 from tributary.broker.log.config import FULL, LogConfig
 from tributary.broker.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from tributary.broker.log.errors import (
@@ -60,7 +61,11 @@ from tributary.protocol.records import (
     verify_crc,
 )
 
-__all__ = ["PRODUCER_STATE_FILE", "AppendResult", "FileRegion", "PartitionLog", "ReadResult"]
+__all__ = ["PRODUCER_STATE_FILE", "AppendResult", "FileRegion", "PartitionLog", "ReadResult", "SwapRefusedError"]
+
+
+class SwapRefusedError(Exception):
+    """Cleaned segments that no longer fit the log (it changed while they were written)."""
 
 
 def _first_record_at(segment: Segment, header: BatchHeader, timestamp: int) -> tuple[int, int]:
@@ -665,6 +670,49 @@ class PartitionLog:
         self._write_epochs()
         self._high_watermark = min(self._high_watermark, offset)
 
+    # --- compaction ---------------------------------------------------------------
+
+    def replace_segments(
+        self, old: Sequence[Segment], base: int, now_ms: int, reached: Callable[[str], None] = lambda _p: None
+    ) -> Segment:
+        """Puts the cleaned segment ``base`` (its ``.cleaned`` files written and fsynced by the
+        log cleaner) in place of ``old``, consecutive closed segments of this log, atomically
+        (:func:`swap.install`). Raises :class:`SwapRefusedError`, changing nothing, when ``old``
+        is no longer what the log holds there (retention, truncation or a close came between);
+        the caller then discards the cleaned files. Readers holding the old segments keep them
+        until they let go."""
+        self._check_open()
+        segments = self._segments
+        first = next((i for i, s in enumerate(segments) if s is old[0]), None)
+        if (
+            first is None
+            or tuple(segments[first : first + len(old)]) != tuple(old)
+            or first + len(old) >= len(segments)  # the active segment is never cleaned
+            or old[0].base_offset != base
+        ):
+            raise SwapRefusedError(f"{self._dir}: the segments cleaned from {base} changed meanwhile")
+        swap.install(self._dir, base, [s.base_offset for s in old], reached)
+        new = Segment(self._dir, base, now_ms)
+        try:
+            try:
+                new.load_tail()
+            except CorruptRecordError as exc:
+                log.warning("%s: cleaned segment %d is inconsistent (%s): recovering it", self._dir, base, exc)
+                new.recover(self.config.index_interval_bytes, sys.maxsize)
+            new.seal()
+        except BaseException:
+            new.retire()
+            raise
+        with self._lock:
+            self._segments = (*segments[:first], new, *segments[first + len(old) :])
+            self._bases = [s.base_offset for s in self._segments]
+            # The renames become durable with the directory's fsync in the next flush, soon.
+            self._dir_dirty = True
+            self._rolled_unflushed = True
+        for segment in old:
+            segment.retire()  # its files are gone already; readers keep the descriptors they pinned
+        return new
+
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
         """Empties the log and starts it again at ``offset``: a follower whose leader deleted
         (retention) everything this replica still lacks."""
@@ -755,8 +803,10 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
 
 
 def _discover(path: Path) -> list[int]:
-    """Base offsets of the segments in ``path``; removes index files without
+    """Base offsets of the segments in ``path``; finishes or undoes a swap of cleaned
+    segments a crash interrupted (:func:`swap.recover`), removes index files without
     a segment and temporary files a crash left."""
+    swap.recover(path)
     bases: set[int] = set()
     indexes: list[tuple[int, str]] = []
     for entry in os.scandir(path):

@@ -161,6 +161,10 @@ class _Indexer:
         return entries
 
 
+#: The log cleaner indexes the segments it writes with the same rules.
+Indexer = _Indexer
+
+
 class SegmentSlice(NamedTuple):
     """Whole batches of one segment: ``size`` bytes from ``position``.
 
