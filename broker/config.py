@@ -212,6 +212,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "log.cleaner.dedupe.buffer.size": ("cleaner.dedupe_buffer_size", _int),
     "log.cleaner.io.buffer.load.factor": ("cleaner.io_buffer_load_factor", _float),
     "log.cleaner.backoff.ms": ("cleaner.backoff_ms", _int),
+    "log.cleaner.isolation": ("cleaner.isolation", _str),
     "group.initial.rebalance.delay.ms": ("group.initial_rebalance_delay_ms", _int),
     "group.min.session.timeout.ms": ("group.min_session_timeout_ms", _int),
     "group.max.session.timeout.ms": ("group.max_session_timeout_ms", _int),

@@ -22,6 +22,8 @@ from tributary.broker.config import BrokerConfig
 from tributary.broker.connection import serve_connection
 from tributary.broker.connection_limits import ConnectionLimits, RateLimitedLog, Refusal
 from tributary.broker.dispatch import advertised_versions
+from tributary.broker.log.cleaner.metrics import CleanerCollector
+from tributary.broker.log.cleaner.service import LogCleaner
 from tributary.broker.log.errors import StorageError
 from tributary.broker.log.manager import LogManager
 from tributary.broker.log.scrubber import Scrubber
@@ -172,9 +174,7 @@ async def run(
     try:
         registry = ClusterRegistry(
             config.zookeeper,
-            BrokerInfo(
-                config.broker_id, config.advertise.host, config.advertise.port, config.datacenter, config.rack
-            ),
+            BrokerInfo(config.broker_id, config.advertise.host, config.advertise.port, config.datacenter, config.rack),
             session_timeout=config.zookeeper_session_timeout_ms / 1000,
             balance=LeaderBalance(
                 config.auto_leader_rebalance,
@@ -196,6 +196,8 @@ async def run(
             await nursery.start(registry.run)
             broker = Broker(config, registry, logs, advertised_versions(), metrics)
             metrics.registry.register(BrokerStateCollector(broker))
+            cleaner = LogCleaner(logs, config.cleaner)
+            metrics.registry.register(CleanerCollector(cleaner))
             if metrics_listeners is not None:
                 await nursery.start(serve_metrics, metrics.registry, metrics_listeners)
                 host, port, *_ = metrics_listeners[0].socket.getsockname()
@@ -210,6 +212,8 @@ async def run(
             nursery.start_soon(_flush_scheduler, broker)
             nursery.start_soon(_retention_scheduler, broker)
             nursery.start_soon(_scrub_scheduler, broker)
+            # Compaction, off the event loop (docs/compaction.md).
+            await nursery.start(cleaner.run)
             limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
             refusals = RateLimitedLog(log, REFUSAL_LOG_INTERVAL, trio.current_time)
             await nursery.start(trio.serve_listeners, partial(_accept, broker, limits, refusals), listeners)

@@ -153,6 +153,9 @@ class PartitionLog:
         # Opening may have created or deleted segment files.
         self._dir_dirty = True
         self._truncations = 0
+        #: The lowest offset this log was truncated to since the log cleaner last looked: what it
+        #: had cleaned from there on is gone, so its first dirty offset must not lie beyond it.
+        self.lowest_truncation: int | None = None
         #: Why the disk under this log last failed, until an append or flush succeeds again.
         self.storage_error: str | None = None
         #: Appends and flushes the disk failed, since the log was opened.
@@ -662,6 +665,7 @@ class PartitionLog:
             self._dir_dirty = True
         for segment in doomed:
             segment.delete_files()
+        self._note_truncation(offset)
         active = keep[-1]
         active.truncate_to(offset)
         active.activate()
@@ -729,10 +733,15 @@ class PartitionLog:
             self._dir_dirty = True
         for segment in old:
             segment.delete_files()
+        self._note_truncation(0)
         self._producers = ProducerStateManager()
         self.epochs.truncate_from_end(-1)
         self._write_epochs()
         self._high_watermark = offset
+
+    def _note_truncation(self, offset: int) -> None:
+        low = self.lowest_truncation
+        self.lowest_truncation = offset if low is None else min(low, offset)
 
     def close(self) -> None:
         """Flushes, saves the producer state for the next open, closes the

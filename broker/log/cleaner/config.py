@@ -11,6 +11,9 @@ import math
 from dataclasses import dataclass
 
 MIB = 1024 * 1024
+#: ``log.cleaner.isolation``: where a clean's CPU work runs (see :mod:`.worker`).
+PROCESS = "process"
+THREAD = "thread"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,10 @@ class CleanerConfig:
     io_buffer_load_factor: float = 0.9
     #: ``log.cleaner.backoff.ms``: how long a cleaner thread sleeps when no log needs cleaning.
     backoff_ms: int = 15_000
+    #: ``log.cleaner.isolation`` (Tributary's own): each clean runs in a worker process (the
+    #: default: its CPU work never holds the broker's interpreter lock) or in a thread of the
+    #: broker (for comparison: bench/bench_cleaner.py measures both).
+    isolation: str = PROCESS
 
     def __post_init__(self) -> None:
         if self.threads < 1:
@@ -39,6 +46,8 @@ class CleanerConfig:
             raise ValueError(f"log.cleaner.dedupe.buffer.size must be at least 1 MiB, got {self.dedupe_buffer_size}")
         if not 0 < self.io_buffer_load_factor <= 1:
             raise ValueError(f"log.cleaner.io.buffer.load.factor must be in (0, 1], got {self.io_buffer_load_factor}")
+        if self.isolation not in (PROCESS, THREAD):
+            raise ValueError(f"log.cleaner.isolation must be {PROCESS} or {THREAD}, not {self.isolation!r}")
         if self.backoff_ms < 0:
             raise ValueError(f"log.cleaner.backoff.ms must be at least 0, got {self.backoff_ms}")
 
