@@ -60,7 +60,9 @@ def test_a_broker_killed_at_each_step_of_a_clean_recovers_a_valid_log(
     produced: dict[int, tuple[bytes, bytes | None]] = {}
     pairs: list[tuple[bytes, bytes | None]] = []
     for i, phase in enumerate(phases):
-        more = [(b"key-%02d" % (j % 30), b"%s-%d" % (phase.encode(), j)) for j in range(3000)]
+        more: list[tuple[bytes, bytes | None]] = [
+            (b"key-%02d" % (j % 30), b"%s-%d" % (phase.encode(), j)) for j in range(3000)
+        ]
         more += [(b"key-%02d" % (i % 30), None)]
         pairs += more
         produced.update(produce(cluster, topic, more))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -44,7 +44,7 @@ def new_topic(cluster: Cluster, configs: dict[str, str]) -> str:
     return name
 
 
-def produce(cluster: Cluster, topic: str, pairs: list[tuple[bytes, bytes | None]]) -> Produced:
+def produce(cluster: Cluster, topic: str, pairs: Sequence[tuple[bytes, bytes | None]]) -> Produced:
     """Produces ``pairs`` in order; what each offset got."""
     produced: Produced = {}
 
@@ -89,7 +89,7 @@ def check_faithful(records: list[tuple[int, bytes | None, bytes | None]], produc
 
 def test_a_compacted_topic_ends_with_the_latest_value_of_each_key(cluster: Cluster) -> None:
     topic = new_topic(cluster, COMPACTED)
-    pairs = [(b"key-%03d" % (i % 200), b"value-%06d" % i) for i in range(20_000)]
+    pairs: list[tuple[bytes, bytes | None]] = [(b"key-%03d" % (i % 200), b"value-%06d" % i) for i in range(20_000)]
     pairs += [(b"key-%03d" % k, None) for k in range(0, 200, 10)]  # 20 keys deleted
     produced = produce(cluster, topic, pairs)
     model = {k: v for k, v in dict(pairs).items() if v is not None}
@@ -108,7 +108,8 @@ def test_a_compacted_topic_ends_with_the_latest_value_of_each_key(cluster: Clust
 def test_tombstones_stay_readable_for_delete_retention_ms_then_go(cluster: Cluster) -> None:
     retention_ms = 5000
     topic = new_topic(cluster, {**COMPACTED, "delete.retention.ms": str(retention_ms)})
-    pairs = [(b"doomed-%d" % i, b"v") for i in range(10)] + [(b"doomed-%d" % i, None) for i in range(10)]
+    pairs: list[tuple[bytes, bytes | None]] = [(b"doomed-%d" % i, b"v") for i in range(10)]
+    pairs += [(b"doomed-%d" % i, None) for i in range(10)]
     pairs += [(b"filler-%d" % (i % 50), os.urandom(200)) for i in range(400)]  # rolls the segments past them
     produced = produce(cluster, topic, pairs)
     produced_at = time.monotonic()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ def open_compacted(path: Path, **overrides: Any) -> PartitionLog:
     return PartitionLog.open(path, compacted_config(**overrides), now_ms=NOW)
 
 
-def keyed(pairs: list[tuple[bytes | None, bytes | None]], timestamp: int = T0, **options: Any) -> bytes:
+def keyed(pairs: Sequence[tuple[bytes | None, bytes | None]], timestamp: int = T0, **options: Any) -> bytes:
     return build_batch([(k, v, (), timestamp + i) for i, (k, v) in enumerate(pairs)], **options)
 
 
@@ -90,7 +90,7 @@ def at(base: int, data: bytes) -> bytes:
     return bytes(stored)
 
 
-def txn_batch(base: int, producer_id: int, sequence: int, pairs: list[tuple[bytes | None, bytes | None]]) -> bytes:
+def txn_batch(base: int, producer_id: int, sequence: int, pairs: Sequence[tuple[bytes | None, bytes | None]]) -> bytes:
     data = keyed(pairs, producer_id=producer_id, producer_epoch=0, base_sequence=sequence, is_transactional=True)
     return at(base, data)
 
