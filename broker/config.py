@@ -20,6 +20,7 @@ from tributary.broker.group.config import GroupConfig
 from tributary.broker.log.cleaner.config import CleanerConfig
 from tributary.broker.log.config import LogConfig
 from tributary.broker.replication.config import ReplicationConfig
+from tributary.broker.security.authorizer_config import AuthorizerConfig, parse_super_users
 
 
 class ConfigError(ValueError):
@@ -104,6 +105,7 @@ class BrokerConfig:
     group: GroupConfig = field(default_factory=GroupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
 
 
 def _int(name: str, value: Any) -> int:
@@ -156,9 +158,23 @@ def _str(name: str, value: Any) -> str:
     return value
 
 
+def _text(name: str, value: Any) -> str:
+    """A string that may be empty (Kafka's default for authorizer.class.name)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"setting '{name}' must be a string, got {value!r}")
+    return value.strip()
+
+
+def _principals(name: str, value: Any) -> Any:
+    try:
+        return parse_super_users(_text(name, value))
+    except ValueError as exc:
+        raise ConfigError(f"setting '{name}': {exc}") from None
+
+
 # key -> (attribute of BrokerConfig, "log.<attribute>" of LogConfig, "group.<attribute>" of
-# GroupConfig, "replication.<attribute>" of ReplicationConfig or "cleaner.<attribute>" of
-# CleanerConfig, converter)
+# GroupConfig, "replication.<attribute>" of ReplicationConfig, "cleaner.<attribute>" of
+# CleanerConfig or "authorizer.<attribute>" of AuthorizerConfig, converter)
 _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "id": ("broker_id", _int),
     "listen": ("listen", parse_host_port),
@@ -233,6 +249,9 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "default.replication.factor": ("replication.default_replication_factor", _int),
     "unclean.leader.election.enable": ("replication.unclean_leader_election", _bool),
     "high.watermark.fsync": ("replication.high_watermark_fsync", _bool),
+    "authorizer.class.name": ("authorizer.class_name", _text),
+    "super.users": ("authorizer.super_users", _principals),
+    "allow.everyone.if.no.acl.found": ("authorizer.allow_everyone_if_no_acl_found", _bool),
 }
 REQUIRED = ("id", "listen", "data-dir", "zookeeper")
 
@@ -281,7 +300,9 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
             raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
 
     top: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "cleaner": {}}
+    sections: dict[str, dict[str, Any]] = {
+        "log": {}, "group": {}, "replication": {}, "cleaner": {}, "authorizer": {}
+    }  # fmt: skip
     for name, value in settings.items():
         attr, convert = _SETTINGS[name]
         section, dot, rest = attr.partition(".")
@@ -306,7 +327,10 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
         group = GroupConfig(**sections["group"])
         replication = ReplicationConfig(**sections["replication"])
         cleaner = CleanerConfig(**sections["cleaner"])
+        authorizer = AuthorizerConfig(**sections["authorizer"])
         log_config = LogConfig(**sections["log"])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return BrokerConfig(log=log_config, group=group, replication=replication, cleaner=cleaner, **top)
+    return BrokerConfig(
+        log=log_config, group=group, replication=replication, cleaner=cleaner, authorizer=authorizer, **top
+    )

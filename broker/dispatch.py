@@ -18,10 +18,13 @@ from tributary.broker.handlers import (
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_topics,
+    describe_acls,
     describe_configs,
     describe_groups,
     describe_log_dirs,
@@ -101,6 +104,9 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
         offset_for_leader_epoch.handle
     ),
+    ApiKey.DESCRIBE_ACLS: Route[m.DescribeAclsRequest, m.DescribeAclsResponse](describe_acls.handle),
+    ApiKey.CREATE_ACLS: Route[m.CreateAclsRequest, m.CreateAclsResponse](create_acls.handle),
+    ApiKey.DELETE_ACLS: Route[m.DeleteAclsRequest, m.DeleteAclsResponse](delete_acls.handle),
 }
 
 

@@ -17,6 +17,7 @@ from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.partitions import Partition, PartitionManager
 from tributary.broker.replication.manager import ReplicaManager
 from tributary.broker.request_budget import RequestBudget
+from tributary.broker.security.acl_authorizer import AclAuthorizer
 from tributary.protocol.messages import ApiVersionsResponse
 
 
@@ -75,6 +76,13 @@ class Broker:
         self.api_versions = api_versions
         # Request bytes read but not yet answered, shared by every connection.
         self.request_budget = RequestBudget(config.queued_max_request_bytes)
+        # What every handler asks before it acts; ACLs in ZooKeeper when authorizer.class.name is set.
+        self.authorizer = AclAuthorizer(
+            config.authorizer,
+            config.zookeeper,
+            session_timeout=config.zookeeper_session_timeout_ms / 1000,
+            registry=self.metrics.registry,
+        )
 
     def _request_flush(self, partition: Partition) -> None:
         # Resolved at call time: the replica manager is made after the partition manager.

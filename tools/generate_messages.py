@@ -59,6 +59,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "elect_leaders": ("ElectLeadersRequest", "ElectLeadersResponse"),
     "alter_partition_reassignments": ("AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),
     "list_partition_reassignments": ("ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
+    "describe_acls": ("DescribeAclsRequest", "DescribeAclsResponse"),
+    "create_acls": ("CreateAclsRequest", "CreateAclsResponse"),
+    "delete_acls": ("DeleteAclsRequest", "DeleteAclsResponse"),
 }
 
 PRIMITIVE_PY = {
