@@ -643,8 +643,8 @@ class PartitionLog:
 
     def truncate_to(self, offset: int, now_ms: int | None = None) -> None:
         """Removes every batch from ``offset`` on; ``offset`` must be a batch
-        boundary (a batch's base offset or the log end). For a follower that
-        diverged from its leader."""
+        boundary (a batch's base offset or the log end) or lie in a gap compaction
+        left. For a follower that diverged from its leader."""
         self._check_open()
         segments = self._segments
         if offset >= segments[-1].next_offset:
@@ -654,7 +654,7 @@ class PartitionLog:
         i = bisect_right(self._bases, offset) - 1
         if offset == segments[i].base_offset and i > 0:
             i -= 1  # the whole segment goes; the one before becomes active
-        elif not segments[i].is_batch_boundary(offset):
+        elif not segments[i].is_truncation_point(offset):
             raise ValueError(f"offset {offset} is not a batch boundary")
         keep, doomed = segments[: i + 1], segments[i + 1 :]
         with self._lock:

@@ -480,14 +480,23 @@ class Segment:
 
     # --- truncation, durability, lifetime --------------------------------------
 
+    def is_truncation_point(self, offset: int) -> bool:
+        """Whether the segment can be cut at ``offset``: a batch boundary, or an offset in a gap
+        the cleaner left (the cut then falls before the next batch)."""
+        if offset >= self.next_offset:
+            return offset == self.next_offset
+        found = self.locate(offset)
+        return found is None or found[1].base_offset >= offset
+
     def truncate_to(self, offset: int) -> None:
-        """Cuts the segment before the batch starting at ``offset``."""
+        """Cuts the segment before the batch starting at ``offset`` (or, for an offset in a
+        gap, before the first batch after it)."""
         if offset >= self.next_offset:
             return
         found = self.locate(offset)
-        if found is None or found[1].base_offset != offset:
+        if found is not None and found[1].base_offset < offset:
             raise ValueError(f"offset {offset} is not at a batch boundary of {self!r}")
-        position = found[0]
+        position = self.size if found is None else found[0]
         gaps = self.gaps.read()
         if any(actual > offset for actual in gaps.values()):
             self.gaps.replace({e: a for e, a in gaps.items() if a <= offset})

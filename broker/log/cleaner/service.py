@@ -231,12 +231,12 @@ async def _in_process(request: CleanRequest) -> CleanResult:
         code = await process.wait()
     finally:
         if process.returncode is None:
-            process.kill()
-            with trio.CancelScope(shield=True):
-                await process.wait()
-        if process.stdin is not None:
-            with trio.CancelScope(shield=True):
-                await process.stdin.aclose()
+            process.kill()  # cancelled (the broker stops): its .cleaned files go at the next open
+        with trio.CancelScope(shield=True):
+            await process.wait()
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    await stream.aclose()
     if code != 0:
         raise CleanFailedError(f"the cleaner's worker exited with status {code} (its error is in the broker's log)")
     try:

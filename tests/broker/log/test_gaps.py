@@ -127,3 +127,25 @@ def test_a_gap_before_a_torn_batch_goes_with_it(tmp_path: Path) -> None:
     assert reopened.log_end_offset == 103
     reopened.close()
     assert open_log(path, 10**9, segment_bytes=1 << 20).log_end_offset == 103
+
+
+@pytest.mark.parametrize("target", [7, 8, 10, 20, 39, 44, 47, 60, 99])
+def test_truncation_to_an_offset_in_a_gap_cuts_before_the_next_batch(tmp_path: Path, target: int) -> None:
+    path = tmp_path / "t-0"
+    follower = _follower(path)
+    follower.truncate_to(target, NOW)
+    assert follower.log_end_offset <= target
+    served = [offset for offset, _ in values(read_all(follower))]
+    assert served == [o for o in served if o < target] and served
+    assert max(served) < target
+    crash(follower)
+    reopened = open_log(path, segment_bytes=500, index_interval_bytes=100)
+    assert [offset for offset, _ in values(read_all(reopened))] == served
+    reopened.close()
+
+
+def test_truncation_inside_a_batch_is_still_refused(tmp_path: Path) -> None:
+    follower = _follower(tmp_path / "t-0")
+    with pytest.raises(ValueError, match="batch boundary"):
+        follower.truncate_to(11, NOW)
+    follower.close()
