@@ -14,10 +14,12 @@ from tributary.broker.log.cleaner.clean import clean
 from tributary.broker.log.cleaner.cycle import install, plan_clean
 from tributary.broker.log.cleaner.hooks import PHASES
 from tributary.broker.log.log import PartitionLog
+from tributary.broker.log.manager import TopicPartition
+from tributary.broker.log.scrubber import Scrubber
 from tributary.protocol.compression import Compression
-from tributary.protocol.records import BatchHeader, iter_batches
+from tributary.protocol.records import BatchHeader, iter_batches, iter_records
 
-from ..helpers import NOW, crash
+from ..helpers import NOW, T0, crash
 from .helpers import (
     CLEANER,
     at,
@@ -244,4 +246,35 @@ def test_a_swap_is_refused_when_the_log_changed_meanwhile(tmp_path: Path) -> Non
     assert not install(plog, planned, result, NOW)
     assert records(plog) == kept
     assert not [name for name in os.listdir(tmp_path / "t-0") if name.endswith((".cleaned", ".swap"))]
+    plog.close()
+
+
+def test_cleaned_segments_are_indexed_and_scrub_clean(tmp_path: Path) -> None:
+    plog = open_compacted(tmp_path / "t-0", segment_bytes=2000, index_interval_bytes=50)
+    _fill(plog, 600, 13, Compression.ZSTD)
+    assert compact(plog) is not None
+    kept = records(plog)
+    offsets = [r.offset for r in kept]
+    # A read at any offset starts at the batch holding it, or the first after it (the index
+    # entries of the rebuilt .index point at real batch boundaries).
+    for wanted in range(plog.log_end_offset):
+        with plog.read(wanted, 1) as result:
+            data = result.read_bytes()
+        first = next(
+            (r.offset for pos, _ in iter_batches(data) for r in iter_records(data, pos) if r.offset >= wanted), None
+        )
+        assert first == next((o for o in offsets if o >= wanted), None), wanted
+    # The time index answers from the cleaned segments too.
+    assert plog.offset_for_timestamp(T0) == (offsets[0], T0 + offsets[0] % 5)
+    assert Scrubber().step({TopicPartition("t", 0): plog}, 1 << 30) == []
+    plog.close()
+
+
+def test_a_compacted_log_rolls_after_max_compaction_lag(tmp_path: Path) -> None:
+    plog = open_compacted(tmp_path / "t-0", segment_bytes=1 << 20, max_compaction_lag_ms=1000)
+    plog.append(keyed([(b"k", b"1")], timestamp=T0), 0, NOW)
+    plog.append(keyed([(b"k", b"2")], timestamp=T0 + 500), 0, NOW)
+    assert len(plog.segments) == 1
+    plog.append(keyed([(b"k", b"3")], timestamp=T0 + 1500), 0, NOW)  # the first record is now overdue
+    assert len(plog.segments) == 2
     plog.close()
