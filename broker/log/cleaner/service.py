@@ -82,6 +82,9 @@ class LogCleaner:
         self.failed: dict[TopicPartition, float] = {}
         #: When a tombstone or marker a clean kept may go, per log.
         self._horizons: dict[TopicPartition, int] = {}
+        #: Logs whose last clean could not move on (an open transaction at its start): left
+        #: alone for a while rather than cleaned again at every look.
+        self._resting: dict[TopicPartition, float] = {}
         self.stats = CleanerStats()
         #: Set when a clean was installed (tests and benchmarks wait on it).
         self.cleaned = trio.Event()
@@ -104,7 +107,7 @@ class LogCleaner:
                 if key in self._first_dirty:
                     self._first_dirty[key] = min(self._first_dirty[key], plog.lowest_truncation)
                 plog.lowest_truncation = None
-            if tp in self._busy or self.failed.get(tp, -1.0) > now:
+            if tp in self._busy or self.failed.get(tp, -1.0) > now or self._resting.get(tp, -1.0) > now:
                 continue
             horizon = self._horizons.get(tp)
             planned = plan_clean(
@@ -168,6 +171,10 @@ class LogCleaner:
             self._first_dirty[key] = max(self._first_dirty.get(key, 0), result.cleaned_to)
             await trio.to_thread.run_sync(self._write_checkpoint)
             hooks.reached("checkpointed")
+        if not result.segments and result.cleaned_to <= planned.request.first_dirty:
+            self._resting[tp] = trio.current_time() + FAILURE_BACKOFF * max(self.config.backoff_ms / 1000, 1.0)
+        else:
+            self._resting.pop(tp, None)
         if result.next_horizon_ms is None:
             self._horizons.pop(tp, None)
         else:
