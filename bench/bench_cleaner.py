@@ -92,7 +92,7 @@ class Sizes:
     def pick(quick: bool) -> Sizes:
         if quick:
             return Sizes(50_000, 500, 1, 60_000, 2.0, 1, 300, (5_000, 20_000), 64 << 10)
-        return Sizes(1_000_000, 1_000, 3, 400_000, 5.0, 3, 500, (10_000, 100_000, 1_000_000), 1 << 20)
+        return Sizes(1_000_000, 1_000, 3, 400_000, 5.0, 5, 500, (10_000, 100_000, 1_000_000), 1 << 20)
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -341,23 +341,31 @@ def latency_summary(rounds: dict[str, Any]) -> dict[str, Any]:
             percentile(busy[index], 0.99) / percentile(idle[index], 0.99)
             for idle, busy in zip(rounds["idle"], rounds["busy"], strict=True)
         )
+        for state in ("idle", "busy"):
+            entry[f"{state}_{which}_p99_ms_by_round"] = [
+                round(percentile(sample[index], 0.99) * 1e3, 1) for sample in rounds[state]
+            ]
     return entry
 
 
+#: The brokers compared: the default (worker processes), the same throttled, and threads.
+VARIANTS: dict[str, dict[str, object]] = {
+    "process": {"log.cleaner.isolation": "process"},
+    "process, 1 MB/s": {"log.cleaner.isolation": "process", "log.cleaner.io.max.bytes.per.second": 1_000_000},
+    "thread": {"log.cleaner.isolation": "thread"},
+}
+
+
 def part_latency(sizes: Sizes, root: Path, zookeeper: ZooKeeper) -> dict[str, Any]:
-    isolations = ("process", "thread")
+    isolations = tuple(VARIANTS)
     brokers = {
         iso: Tributary(
-            root / f"latency-{iso}",
+            root / f"latency-{i}",
             zookeeper,
             label=iso,
-            settings={
-                "log.cleaner.isolation": iso,
-                "log.cleaner.backoff.ms": 200,
-                "log.segment.bytes": 4 << 20,
-            },
+            settings={**VARIANTS[iso], "log.cleaner.backoff.ms": 200, "log.segment.bytes": 4 << 20},
         ).start()
-        for iso in isolations
+        for i, iso in enumerate(isolations)
     }
     try:
         rounds = sizes.latency_rounds
@@ -383,7 +391,7 @@ def part_latency(sizes: Sizes, root: Path, zookeeper: ZooKeeper) -> dict[str, An
                 fill(broker.bootstrap, f"dirt-{r}", sizes.dirt_records)
         out: dict[str, Any] = {iso: {"idle": [], "busy": [], "busy_share": []} for iso in isolations}
         for r in range(rounds):
-            for iso in isolations if r % 2 == 0 else isolations[::-1]:
+            for iso in isolations[r % len(isolations) :] + isolations[: r % len(isolations)]:
                 broker = brokers[iso]
                 log(f"latency round {r + 1}: {iso} idle")
                 out[iso]["idle"].append(probe(broker.bootstrap, "probe", sizes.rate, sizes.window_s))
@@ -423,10 +431,14 @@ def part_latency(sizes: Sizes, root: Path, zookeeper: ZooKeeper) -> dict[str, An
 # --- coordinator -----------------------------------------------------------------------------
 
 OFFSETS = "__consumer_offsets"
+OFFSETS_SEGMENT_BYTES = 1 << 20
+#: What a caught-up compacted __consumer_offsets-0 holds at most: the active segment, one rolled
+#: segment not yet due, and the compacted rest (a few KB: 100 partitions of one group).
+CAUGHT_UP_BYTES = 5 * OFFSETS_SEGMENT_BYTES // 2
 COORDINATOR_SETTINGS = {
     "offsets.topic.num.partitions": "1",
     "offsets.topic.replication.factor": "2",
-    "offsets.topic.segment.bytes": str(1 << 20),
+    "offsets.topic.segment.bytes": str(OFFSETS_SEGMENT_BYTES),
     "log.cleaner.backoff.ms": "200",
     "zookeeper.session.timeout.ms": "6000",
 }
@@ -499,9 +511,11 @@ def part_coordinator(sizes: Sizes, root: Path, zookeeper: ZooKeeper) -> dict[str
                 commit(cluster, count, done)
                 done = count
                 follower = next(b for b in cluster.brokers if b is not offsets_leader(cluster))
-                if mode == "compacted":  # until the future coordinator's cleaner has caught up
+                if mode == "compacted":
+                    # Until the future coordinator's cleaner has caught up: its active segment, at
+                    # most one rolled segment waiting for min.cleanable.dirty.ratio, and the rest.
                     deadline = time.monotonic() + 600
-                    while offsets_bytes(follower) > 4 << 20 and time.monotonic() < deadline:
+                    while offsets_bytes(follower) > CAUGHT_UP_BYTES and time.monotonic() < deadline:
                         time.sleep(0.5)
                 size = offsets_bytes(follower)
                 load, answered = move(cluster, count // 100 - 1)

@@ -19,7 +19,7 @@ import threading
 from tributary.broker.log.cleaner.clean import CleanRequest, clean
 
 #: Added to the worker's niceness: the broker's own threads come first.
-NICENESS = 10
+NICENESS = 19
 
 
 def _read_line(fd: int) -> bytes:
