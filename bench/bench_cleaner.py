@@ -10,13 +10,14 @@ every batch decoded (CRC, decompress, records), as a consumer does; the ratio sa
 cleaner adds (key map, filtering, rewriting) to that floor. The same clean is also run through
 the broker's worker process, to show what the isolation costs (start-up, JSON, a second read).
 
-**latency**: two brokers, one cleaning in worker processes (``log.cleaner.isolation = "process"``,
-the default), one in threads (``"thread"``). Each has a probe topic and compacted topics filled
-with dirt the cleaner may not touch yet (``min.compaction.lag.ms`` huge). In alternating rounds,
-each broker gets an idle window and a busy one (the lag lifted on one dirty topic just before:
-the cleaner works through the window); a producer sends to the probe topic at a fixed rate
-(acks=1, linger 0) and a consumer reads it: p50/p99 of produce latency (delivery report) and of
-end-to-end latency (produce to consume, the fetch path). The busy/idle p99 ratios per isolation
+**latency**: three brokers: one cleaning in worker processes (``log.cleaner.isolation =
+"process"``, the default), one the same throttled (``log.cleaner.io.max.bytes.per.second =
+1000000``), one in threads (``"thread"``). Each has a probe topic and compacted topics filled with
+dirt the cleaner may not touch yet (``min.compaction.lag.ms`` huge). In rotating rounds, each
+broker gets an idle window and a busy one (the lag lifted on one dirty topic just before: the
+cleaner works through the window); a producer sends to the probe topic at a fixed rate (acks=1,
+linger 0) and a consumer reads it: p50/p99 of produce latency (delivery report) and of
+end-to-end latency (produce to consume, the fetch path). The busy/idle p99 ratios per variant
 are the figures; the busy share says how much of the window the cleaner was cleaning.
 
 **coordinator**: ``__consumer_offsets`` with one partition and 1 MiB segments on two brokers
