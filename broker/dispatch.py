@@ -17,6 +17,7 @@ from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.handlers import (
     alter_configs,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     create_partitions,
     create_topics,
@@ -25,6 +26,7 @@ from tributary.broker.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_user_scram_credentials,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -42,6 +44,8 @@ from tributary.broker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
 )
 from tributary.protocol import messages as m
@@ -100,6 +104,14 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ](list_partition_reassignments.handle),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
         offset_for_leader_epoch.handle
+    ),
+    ApiKey.SASL_HANDSHAKE: Route[m.SaslHandshakeRequest, m.SaslHandshakeResponse](sasl_handshake.handle),
+    ApiKey.SASL_AUTHENTICATE: Route[m.SaslAuthenticateRequest, m.SaslAuthenticateResponse](sasl_authenticate.handle),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Route[
+        m.DescribeUserScramCredentialsRequest, m.DescribeUserScramCredentialsResponse
+    ](describe_user_scram_credentials.handle),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Route[m.AlterUserScramCredentialsRequest, m.AlterUserScramCredentialsResponse](
+        alter_user_scram_credentials.handle
     ),
 }
 

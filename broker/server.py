@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
 import time
 from functools import partial
 
@@ -28,6 +29,11 @@ from tributary.broker.log.scrubber import Scrubber
 from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.metrics_http import open_metrics_listeners, serve_metrics
 from tributary.broker.metrics_state import BrokerStateCollector
+from tributary.broker.security.authentication import ConnectionAuthentication
+from tributary.broker.security.config import ListenerConfig
+from tributary.broker.security.principal import USER_TYPE, KafkaPrincipal
+from tributary.broker.security.sasl import SaslSession
+from tributary.broker.security.ssl_principal import PrincipalMappingError, subject_dn
 from tributary.broker.state import Broker
 
 log = logging.getLogger(__name__)
@@ -35,6 +41,11 @@ log = logging.getLogger(__name__)
 #: A refused connection is logged at most once this often per reason: a flood of
 #: them must not become a flood of log lines.
 REFUSAL_LOG_INTERVAL = 10.0
+#: The longest a TLS handshake may take (a client that opens a connection and says nothing
+#: holds a descriptor no longer than this).
+TLS_HANDSHAKE_TIMEOUT = 10.0
+#: Where the Prometheus endpoint binds unless ``metrics.host`` says otherwise.
+DEFAULT_METRICS_HOST = "127.0.0.1"
 
 
 def _now_ms() -> int:
@@ -114,8 +125,56 @@ def _peer(stream: trio.SocketStream) -> tuple[str, str]:
     return str(host), f"{host}:{port}"
 
 
+async def _secure(
+    broker: Broker, listener: ListenerConfig, stream: trio.SocketStream, peer: str
+) -> tuple[trio.abc.Stream, ConnectionAuthentication] | None:
+    """The listener's security on a new connection: the TLS handshake (and, with a client
+    certificate, its principal) and a fresh SASL exchange. None when the connection failed
+    (counted, logged, closed)."""
+    name = listener.name
+    auth = ConnectionAuthentication(name, listener.bind.protocol)
+    if listener.bind.sasl:
+        auth.sasl = SaslSession(listener.sasl_mechanisms, broker.credentials.lookup)
+    if listener.tls is None:
+        return stream, auth
+    tls = trio.SSLStream(stream, listener.tls.server_context, server_side=True)
+    reason: str | None = None
+    kind = "tls_handshake"
+    try:
+        with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
+            await tls.do_handshake()
+        certificate = tls.getpeercert(binary_form=True)
+        if certificate is not None:
+            dn = subject_dn(certificate)
+            try:
+                mapped = listener.tls.principal_mapper.name(dn)
+            except PrincipalMappingError as exc:
+                reason, kind = str(exc), "principal_mapping"
+            else:
+                if not listener.bind.sasl:
+                    auth.principal = KafkaPrincipal(USER_TYPE, mapped)
+                    broker.metrics.authenticated(name, "SSL")
+    except trio.TooSlowError:
+        reason = f"no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:g} s"
+    except trio.BrokenResourceError as exc:
+        cause = exc.__cause__
+        detail = cause.reason if isinstance(cause, ssl.SSLError) and cause.reason else (cause or exc)
+        reason = f"TLS handshake failed: {detail}"
+    if reason is None:
+        return tls, auth
+    broker.metrics.authentication_failed(name, kind)
+    broker.auth_log.note(f"{name}/{kind}", f"authentication failed on listener {name} from {peer}: {reason}")
+    with trio.CancelScope(shield=True):
+        await trio.aclose_forcefully(tls)
+    return None
+
+
 async def _accept(
-    broker: Broker, limits: ConnectionLimits, refusals: RateLimitedLog, stream: trio.SocketStream
+    broker: Broker,
+    limits: ConnectionLimits,
+    refusals: RateLimitedLog,
+    listener: ListenerConfig,
+    stream: trio.SocketStream,
 ) -> None:
     ip, peer = _peer(stream)
     refusal = limits.admit(ip)
@@ -133,7 +192,9 @@ async def _accept(
         return
     broker.metrics.connection_opened()
     try:
-        await serve_connection(broker, stream, peer)
+        secured = await _secure(broker, listener, stream, peer)
+        if secured is not None:
+            await serve_connection(broker, secured[0], peer, secured[1])
     except Exception:
         # A bug in one request's handling must not take the broker down.
         log.exception("connection %s failed", peer)
@@ -164,16 +225,24 @@ async def run(
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled, or until `stop` is set: then shut down in a controlled way
-    (leadership handed over first, see `controlled.shutdown.enable`) and return."""
+    (leadership handed over first, see `controlled.shutdown.enable`) and return. Started with
+    every listener's sockets, in the order of ``listeners``."""
     max_open = None if config.max_open_logs < 0 else max(1, config.max_open_logs)
     logs = await trio.to_thread.run_sync(partial(LogManager, config.data_dir, config.log, max_open=max_open))
     metrics = BrokerMetrics()
     logs.on_flush = metrics.flushed
     try:
+        security = config.security
+        inter_broker = security.listener(security.inter_broker.listener).advertised
         registry = ClusterRegistry(
             config.zookeeper,
             BrokerInfo(
-                config.broker_id, config.advertise.host, config.advertise.port, config.datacenter, config.rack
+                config.broker_id,
+                inter_broker.host,
+                inter_broker.port,
+                config.datacenter,
+                config.rack,
+                endpoints=security.advertised,
             ),
             session_timeout=config.zookeeper_session_timeout_ms / 1000,
             balance=LeaderBalance(
@@ -184,17 +253,27 @@ async def run(
         )
         # Bind before registering: a broker that cannot listen (address in use)
         # must never appear in the cluster's metadata.
-        try:
-            listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
-        except OSError as exc:
-            raise OSError(exc.errno, f"cannot listen on {config.listen} (setting 'listen'): {exc.strerror}") from exc
+        bound: list[tuple[ListenerConfig, list[trio.SocketListener]]] = []
+        for listener in security.listeners:
+            bind = listener.bind
+            try:
+                bound.append((listener, await trio.open_tcp_listeners(bind.port, host=bind.host or None)))
+            except OSError as exc:
+                for _, sockets in bound:
+                    for sock in sockets:
+                        await sock.aclose()
+                setting = "listen" if security.from_listen_flag else "listeners"
+                where = f"(setting '{setting}', listener {bind.name})"
+                raise OSError(exc.errno, f"cannot listen on {bind.address} {where}: {exc.strerror}") from exc
         metrics_listeners = None
         if config.metrics_port is not None:
-            metrics_host = config.metrics_host or config.listen.host
+            metrics_host = config.metrics_host or DEFAULT_METRICS_HOST
             metrics_listeners = await open_metrics_listeners(metrics_host, config.metrics_port)
         async with trio.open_nursery() as nursery:
             await nursery.start(registry.run)
             broker = Broker(config, registry, logs, advertised_versions(), metrics)
+            # Credentials before listeners: a client's first SASL login finds its user.
+            await nursery.start(broker.credentials.run, registry.zk_session)
             metrics.registry.register(BrokerStateCollector(broker))
             if metrics_listeners is not None:
                 await nursery.start(serve_metrics, metrics.registry, metrics_listeners)
@@ -212,18 +291,20 @@ async def run(
             nursery.start_soon(_scrub_scheduler, broker)
             limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
             refusals = RateLimitedLog(log, REFUSAL_LOG_INTERVAL, trio.current_time)
-            await nursery.start(trio.serve_listeners, partial(_accept, broker, limits, refusals), listeners)
+            for listener, sockets in bound:
+                await nursery.start(trio.serve_listeners, partial(_accept, broker, limits, refusals, listener), sockets)
             log.info(
-                "broker %d listening on %s (advertised %s), datacenter %s, data in %s",
+                "broker %d listening on %s (advertised %s; inter-broker %s), datacenter %s, data in %s",
                 config.broker_id,
-                config.listen,
-                config.advertise,
+                ", ".join(str(listener.bind) for listener in security.listeners),
+                ", ".join(str(endpoint) for endpoint in security.advertised),
+                security.inter_broker.listener,
                 config.datacenter,
                 config.data_dir,
             )
             if stop is not None:
                 nursery.start_soon(_stop_when_asked, broker, stop, nursery.cancel_scope)
-            task_status.started(listeners)
+            task_status.started([sock for _, sockets in bound for sock in sockets])
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(logs.close)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import re
+
+import trio
 
 from tributary.broker.auto_create import AutoCreatePolicy
 from tributary.broker.cluster.model import ClusterSnapshot
 from tributary.broker.cluster.registry import ClusterRegistry
 from tributary.broker.config import BrokerConfig
+from tributary.broker.connection_limits import RateLimitedLog
 from tributary.broker.group.coordinator import GroupCoordinator
 from tributary.broker.group.offsets_topic import OffsetsTopic
 from tributary.broker.group.service import GroupService
@@ -17,7 +21,11 @@ from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.partitions import Partition, PartitionManager
 from tributary.broker.replication.manager import ReplicaManager
 from tributary.broker.request_budget import RequestBudget
+from tributary.broker.security.credentials import CredentialCache
 from tributary.protocol.messages import ApiVersionsResponse
+
+#: At most one log line per listener and failure reason this often (the metric counts them all).
+AUTH_LOG_INTERVAL = 10.0
 
 
 class ProducerIds:
@@ -59,7 +67,12 @@ class Broker:
             durable=self._request_flush if fsync else None,
         )
         self.replicas = ReplicaManager(
-            config.broker_id, self.partitions, registry, config.replication, self.metrics.isr_changed
+            config.broker_id,
+            self.partitions,
+            registry,
+            config.replication,
+            self.metrics.isr_changed,
+            inter_broker=config.security.inter_broker,
         )
         self.producer_ids = ProducerIds(registry)
         self.groups = GroupService(
@@ -75,6 +88,13 @@ class Broker:
         self.api_versions = api_versions
         # Request bytes read but not yet answered, shared by every connection.
         self.request_budget = RequestBudget(config.queued_max_request_bytes)
+        # Users' SCRAM credentials, followed in ZooKeeper (the server starts it).
+        self.credentials = CredentialCache()
+        # Failed authentications are logged, at most one line per listener and reason every
+        # AUTH_LOG_INTERVAL seconds: a password-guessing client must not flood the log.
+        self.auth_log = RateLimitedLog(
+            logging.getLogger("tributary.broker.security"), AUTH_LOG_INTERVAL, trio.current_time
+        )
 
     def _request_flush(self, partition: Partition) -> None:
         # Resolved at call time: the replica manager is made after the partition manager.

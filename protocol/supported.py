@@ -1,7 +1,8 @@
 """The API versions Tributary speaks, as advertised in ApiVersions.
 
-Only non-flexible versions are listed, apart from ApiVersions v3 and the APIs that have no
-other (AlterPartitionReassignments, ListPartitionReassignments): librdkafka
+Only non-flexible versions are listed, apart from ApiVersions v3, SaslAuthenticate v2 and the
+APIs that have no other (AlterPartitionReassignments, ListPartitionReassignments,
+Describe/AlterUserScramCredentials): librdkafka
 2.0.2 (Debian's kcat) enables message format v2, zstd and groups only when
 specific older versions fall inside the advertised ranges, and every listed
 version must round-trip through the codec (the tests check it).
@@ -42,6 +43,12 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     # Flexible from their first version; no client picks a version of these by the range.
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: Versions(0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Versions(0, 0),
+    # SASL: v0 handshakes are followed by raw tokens, v1 by SaslAuthenticate; SaslAuthenticate
+    # v2 is flexible and is what Kafka's Java client picks (librdkafka 2.0 stops at v1).
+    ApiKey.SASL_HANDSHAKE: Versions(0, 1),
+    ApiKey.SASL_AUTHENTICATE: Versions(0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Versions(0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Versions(0, 0),
 }
 
 #: The consumer-protocol Subscription and Assignment versions we write; newer

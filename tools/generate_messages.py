@@ -59,6 +59,13 @@ MODULES: dict[str, tuple[str, ...]] = {
     "elect_leaders": ("ElectLeadersRequest", "ElectLeadersResponse"),
     "alter_partition_reassignments": ("AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),
     "list_partition_reassignments": ("ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
+    "sasl_handshake": ("SaslHandshakeRequest", "SaslHandshakeResponse"),
+    "sasl_authenticate": ("SaslAuthenticateRequest", "SaslAuthenticateResponse"),
+    "describe_user_scram_credentials": (
+        "DescribeUserScramCredentialsRequest",
+        "DescribeUserScramCredentialsResponse",
+    ),
+    "alter_user_scram_credentials": ("AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse"),
 }
 
 PRIMITIVE_PY = {

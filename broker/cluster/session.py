@@ -329,8 +329,12 @@ class ZkSession:
     async def exists(self, path: str, watch: Callable[[Any], None] | None = None) -> Stat | None:
         return await self._wait(self._require_client().exists_async(path, watch=watch))
 
-    async def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> str:
-        result = self._require_client().create_async(path, value, ephemeral=ephemeral, makepath=makepath)
+    async def create(
+        self, path: str, value: bytes = b"", *, ephemeral: bool = False, makepath: bool = False, sequence: bool = False
+    ) -> str:
+        result = self._require_client().create_async(
+            path, value, ephemeral=ephemeral, makepath=makepath, sequence=sequence
+        )
         return cast("str", await self._wait(result))
 
     async def set(self, path: str, value: bytes, version: int = -1) -> Stat:

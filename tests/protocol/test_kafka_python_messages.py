@@ -26,6 +26,7 @@ import kafka.protocol.admin as kp_admin
 import kafka.protocol.consumer as kp_consumer
 import kafka.protocol.metadata as kp_metadata
 import kafka.protocol.producer as kp_producer
+import kafka.protocol.sasl as kp_sasl
 import pytest
 from kafka.protocol.schemas.fields.codecs import BitField
 
@@ -36,6 +37,8 @@ from tributary.protocol.messages import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     ApiKey,
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -55,6 +58,8 @@ from tributary.protocol.messages import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     FetchRequest,
@@ -89,6 +94,10 @@ from tributary.protocol.messages import (
     OffsetForLeaderEpochResponse,
     ProduceRequest,
     ProduceResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -98,7 +107,7 @@ from tributary.protocol.schema import Struct
 # kafka-python's message classes by name (they share ours).
 KP: dict[str, Any] = {
     name: getattr(module, name)
-    for module in (kp_admin, kp_consumer, kp_metadata, kp_producer)
+    for module in (kp_admin, kp_consumer, kp_metadata, kp_producer, kp_sasl)
     for name in module.__all__
 }
 
@@ -1168,6 +1177,76 @@ def _(v: int) -> Any:
     )
 
 
+@builds(SaslHandshakeRequest)
+def _(v: int) -> Any:
+    return SaslHandshakeRequest(mechanism="SCRAM-SHA-512")
+
+
+@builds(SaslHandshakeResponse)
+def _(v: int) -> Any:
+    return SaslHandshakeResponse(error_code=33, mechanisms=["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+
+
+@builds(SaslAuthenticateRequest)
+def _(v: int) -> Any:
+    return SaslAuthenticateRequest(auth_bytes=b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL")
+
+
+@builds(SaslAuthenticateResponse)
+def _(v: int) -> Any:
+    return SaslAuthenticateResponse(
+        error_code=58, error_message="Authentication failed", auth_bytes=b"", session_lifetime_ms=0
+    )
+
+
+@builds(DescribeUserScramCredentialsRequest)
+def _(v: int) -> Any:
+    r = DescribeUserScramCredentialsRequest
+    return r(users=[r.UserName(name="alice"), r.UserName(name="mirror-east")])
+
+
+@builds(DescribeUserScramCredentialsResponse)
+def _(v: int) -> Any:
+    r = DescribeUserScramCredentialsResponse
+    return r(
+        throttle_time_ms=0, error_code=0, error_message=None,
+        results=[
+            r.DescribeUserScramCredentialsResult(
+                user="alice", error_code=0, error_message=None,
+                credential_infos=[r.CredentialInfo(mechanism=2, iterations=4096)],
+            ),
+            r.DescribeUserScramCredentialsResult(
+                user="bob", error_code=91, error_message="no such user", credential_infos=[]
+            ),
+        ],
+    )  # fmt: skip
+
+
+@builds(AlterUserScramCredentialsRequest)
+def _(v: int) -> Any:
+    r = AlterUserScramCredentialsRequest
+    return r(
+        deletions=[r.ScramCredentialDeletion(name="old", mechanism=1)],
+        upsertions=[
+            r.ScramCredentialUpsertion(
+                name="alice", mechanism=2, iterations=4096, salt=b"salt" * 8, salted_password=bytes(range(64))
+            )
+        ],
+    )
+
+
+@builds(AlterUserScramCredentialsResponse)
+def _(v: int) -> Any:
+    r = AlterUserScramCredentialsResponse
+    return r(
+        throttle_time_ms=0,
+        results=[
+            r.AlterUserScramCredentialsResult(user="alice", error_code=0, error_message=None),
+            r.AlterUserScramCredentialsResult(user="old", error_code=91, error_message="no such credential"),
+        ],
+    )
+
+
 # --- the matrix ---
 
 # The brief's versions, plus flexible versions both libraries declare (tagged fields, compact types).
@@ -1200,6 +1279,10 @@ VERSIONS: dict[ApiKey, list[int]] = {
     ApiKey.ELECT_LEADERS: [0, 1, 2],
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: [0],
     ApiKey.LIST_PARTITION_REASSIGNMENTS: [0],
+    ApiKey.SASL_HANDSHAKE: [0, 1],
+    ApiKey.SASL_AUTHENTICATE: [0, 1, 2],
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [0],
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [0],
 }
 
 REQUEST_CLASSES = {cls.SPEC.api_key: cls for cls in BUILDERS if cls.SPEC.kind == "request"}  # type: ignore[attr-defined]
