@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -14,6 +15,7 @@ import trio
 from tributary.client.admin.admin import Admin
 from tributary.client.config import ClientConfig
 from tributary.client.errors import KafkaError
+from tributary.client.security.settings import PLAINTEXT, SecurityConfig, SecuritySettingsError, load_command_config
 from tributary.client.wire.cluster import Cluster
 from tributary.deploy.errors import operator_errors
 
@@ -53,6 +55,30 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, suppress: bool = Fa
         metavar="SECONDS",
         help="how long an operation keeps retrying (default 30)",
     )
+    add_command_config(parser, suppress=suppress)
+
+
+def add_command_config(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """--command-config FILE: the client's security settings, as Kafka's tools take them."""
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        default=argparse.SUPPRESS if suppress else None,
+        help="client security settings (security.protocol, sasl.mechanism, sasl.username, sasl.password, "
+        "ssl.ca.location, ...) in a properties file, or TOML when the name ends in .toml",
+    )
+
+
+def command_security(args: argparse.Namespace) -> SecurityConfig:
+    """The security of ``--command-config``, PLAINTEXT without one; CommandError when it is bad."""
+    path = getattr(args, "command_config", None)
+    if path is None:
+        return PLAINTEXT
+    try:
+        return load_command_config(path)
+    except SecuritySettingsError as exc:
+        raise CommandError(f"--command-config {exc}") from None
 
 
 def _unwrapped(runner: Callable[..., int], *args: Any) -> int:
@@ -73,14 +99,15 @@ def run_admin(args: argparse.Namespace, operation: Callable[[Admin], Awaitable[i
     if not args.bootstrap:
         print(f"{prog}: error: --bootstrap is required", file=sys.stderr)
         return USAGE
-    config = ClientConfig(
-        client_id=f"tributary-{args.command}",
-        api_timeout=args.timeout,
-        request_timeout=args.timeout,
-        connect_timeout=min(args.timeout, 10.0),
-    )
 
     async def main() -> int:
+        config = ClientConfig(
+            client_id=f"tributary-{args.command}",
+            api_timeout=args.timeout,
+            request_timeout=args.timeout,
+            connect_timeout=min(args.timeout, 10.0),
+            security=command_security(args),
+        )
         # The whole command gives up after a while, even if no broker ever answers.
         with trio.fail_after(args.timeout + 5):
             async with Cluster(args.bootstrap, config) as cluster:

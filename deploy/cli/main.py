@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "status": "tributary.deploy.cli.status",
     "topics": "tributary.deploy.cli.topics",
     "up": "tributary.deploy.cli.up",
+    "users": "tributary.deploy.cli.users",
     "demo": "tributary.deploy.cli.demo",
 }
 
