@@ -50,8 +50,6 @@ class BrokerConfig:
     data_dir: Path
     zookeeper: str
     advertise: HostPort
-    #: Listeners, TLS, SASL and the inter-broker client (broker/security/config.py).
-    security: SecurityConfig
     datacenter: str = "default"
     # broker.rack: where this broker stands for replica placement (default: the datacenter).
     rack: str | None = None
@@ -106,6 +104,11 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
+    #: Listeners, TLS, SASL and the inter-broker client (broker/security/config.py); load()
+    #: always sets it, the default (one PLAINTEXT listener) serves tests that build a config.
+    security: SecurityConfig = field(
+        default_factory=lambda: SecurityConfig.plaintext("127.0.0.1", 9092, "127.0.0.1", 9092)
+    )
 
 
 def _int(name: str, value: Any) -> int:

@@ -124,6 +124,9 @@ async def serve_connection(
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as group:
         log.debug("connection %s lost: %s", peer, group.exceptions[0])
     except* CloseConnection as group:
+        if auth.authenticated and auth.close_reason is None:
+            # (Closes before authentication completed count as failed authentications.)
+            broker.metrics.connection_closed_invalid()
         log.info("closing connection %s: %s", peer, group.exceptions[0])
     finally:
         # Requests queued but never handled, responses never written, a frame half read.

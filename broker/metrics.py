@@ -71,6 +71,8 @@ class BrokerMetrics:
         # Refused at once by max.connections / max.connections.per.ip, by Refusal value.
         self.connections_refused: dict[str, int] = {}
         self.connections_closed_idle = 0
+        # Closed by the broker for a request it cannot serve (malformed, unsupported, too large).
+        self.connections_closed_invalid = 0
         # Authentications by (listener, mechanism or "SSL"); failures by (listener, reason):
         # Kafka's successful-authentication-total / failed-authentication-total.
         self.authentications: dict[tuple[str, str], int] = {}
@@ -114,6 +116,9 @@ class BrokerMetrics:
 
     def connection_idle_closed(self) -> None:
         self.connections_closed_idle += 1
+
+    def connection_closed_invalid(self) -> None:
+        self.connections_closed_invalid += 1
 
     def authenticated(self, listener: str, mechanism: str) -> None:
         key = (listener, mechanism)
@@ -199,6 +204,12 @@ class BrokerMetrics:
             "tributary_broker_connections_closed_idle",
             "Client connections closed after connections.max.idle.ms with nothing received, sent or in hand",
             self.connections_closed_idle,
+        )
+        yield CounterMetricFamily(
+            "tributary_broker_connections_closed_invalid",
+            "Client connections the broker closed for a request it cannot serve: malformed, an unknown API or "
+            "version, a frame too large (a TLS client on a plaintext port is one)",
+            self.connections_closed_invalid,
         )
         succeeded = CounterMetricFamily(
             "tributary_broker_successful_authentication",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import ssl
 import time
 from functools import partial
 
@@ -29,11 +28,8 @@ from tributary.broker.log.scrubber import Scrubber
 from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.metrics_http import open_metrics_listeners, serve_metrics
 from tributary.broker.metrics_state import BrokerStateCollector
-from tributary.broker.security.authentication import ConnectionAuthentication
 from tributary.broker.security.config import ListenerConfig
-from tributary.broker.security.principal import USER_TYPE, KafkaPrincipal
-from tributary.broker.security.sasl import SaslSession
-from tributary.broker.security.ssl_principal import PrincipalMappingError, subject_dn
+from tributary.broker.security.handshake import secure_connection
 from tributary.broker.state import Broker
 
 log = logging.getLogger(__name__)
@@ -41,9 +37,6 @@ log = logging.getLogger(__name__)
 #: A refused connection is logged at most once this often per reason: a flood of
 #: them must not become a flood of log lines.
 REFUSAL_LOG_INTERVAL = 10.0
-#: The longest a TLS handshake may take (a client that opens a connection and says nothing
-#: holds a descriptor no longer than this).
-TLS_HANDSHAKE_TIMEOUT = 10.0
 #: Where the Prometheus endpoint binds unless ``metrics.host`` says otherwise.
 DEFAULT_METRICS_HOST = "127.0.0.1"
 
@@ -125,50 +118,6 @@ def _peer(stream: trio.SocketStream) -> tuple[str, str]:
     return str(host), f"{host}:{port}"
 
 
-async def _secure(
-    broker: Broker, listener: ListenerConfig, stream: trio.SocketStream, peer: str
-) -> tuple[trio.abc.Stream, ConnectionAuthentication] | None:
-    """The listener's security on a new connection: the TLS handshake (and, with a client
-    certificate, its principal) and a fresh SASL exchange. None when the connection failed
-    (counted, logged, closed)."""
-    name = listener.name
-    auth = ConnectionAuthentication(name, listener.bind.protocol)
-    if listener.bind.sasl:
-        auth.sasl = SaslSession(listener.sasl_mechanisms, broker.credentials.lookup)
-    if listener.tls is None:
-        return stream, auth
-    tls = trio.SSLStream(stream, listener.tls.server_context, server_side=True)
-    reason: str | None = None
-    kind = "tls_handshake"
-    try:
-        with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
-            await tls.do_handshake()
-        certificate = tls.getpeercert(binary_form=True)
-        if certificate is not None:
-            dn = subject_dn(certificate)
-            try:
-                mapped = listener.tls.principal_mapper.name(dn)
-            except PrincipalMappingError as exc:
-                reason, kind = str(exc), "principal_mapping"
-            else:
-                if not listener.bind.sasl:
-                    auth.principal = KafkaPrincipal(USER_TYPE, mapped)
-                    broker.metrics.authenticated(name, "SSL")
-    except trio.TooSlowError:
-        reason = f"no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:g} s"
-    except trio.BrokenResourceError as exc:
-        cause = exc.__cause__
-        detail = cause.reason if isinstance(cause, ssl.SSLError) and cause.reason else (cause or exc)
-        reason = f"TLS handshake failed: {detail}"
-    if reason is None:
-        return tls, auth
-    broker.metrics.authentication_failed(name, kind)
-    broker.auth_log.note(f"{name}/{kind}", f"authentication failed on listener {name} from {peer}: {reason}")
-    with trio.CancelScope(shield=True):
-        await trio.aclose_forcefully(tls)
-    return None
-
-
 async def _accept(
     broker: Broker,
     limits: ConnectionLimits,
@@ -192,7 +141,9 @@ async def _accept(
         return
     broker.metrics.connection_opened()
     try:
-        secured = await _secure(broker, listener, stream, peer)
+        secured = await secure_connection(
+            listener, stream, peer, lookup=broker.credentials.lookup, metrics=broker.metrics, auth_log=broker.auth_log
+        )
         if secured is not None:
             await serve_connection(broker, secured[0], peer, secured[1])
     except Exception:

@@ -24,8 +24,10 @@ from tributary.broker.request_budget import RequestBudget
 from tributary.broker.security.credentials import CredentialCache
 from tributary.protocol.messages import ApiVersionsResponse
 
-#: At most one log line per listener and failure reason this often (the metric counts them all).
+#: At most AUTH_LOG_BURST log lines per listener and failure reason every AUTH_LOG_INTERVAL
+#: seconds (the metric counts them all).
 AUTH_LOG_INTERVAL = 10.0
+AUTH_LOG_BURST = 20
 
 
 class ProducerIds:
@@ -90,10 +92,10 @@ class Broker:
         self.request_budget = RequestBudget(config.queued_max_request_bytes)
         # Users' SCRAM credentials, followed in ZooKeeper (the server starts it).
         self.credentials = CredentialCache()
-        # Failed authentications are logged, at most one line per listener and reason every
-        # AUTH_LOG_INTERVAL seconds: a password-guessing client must not flood the log.
+        # Failed authentications are logged, at most AUTH_LOG_BURST lines per listener and
+        # reason every AUTH_LOG_INTERVAL seconds: a password-guessing client must not flood the log.
         self.auth_log = RateLimitedLog(
-            logging.getLogger("tributary.broker.security"), AUTH_LOG_INTERVAL, trio.current_time
+            logging.getLogger("tributary.broker.security"), AUTH_LOG_INTERVAL, trio.current_time, burst=AUTH_LOG_BURST
         )
 
     def _request_flush(self, partition: Partition) -> None:

@@ -42,7 +42,8 @@ class MirrorConfig:
     group: str = ""
     #: Prometheus endpoint; None serves none, 0 picks a free port (logged).
     metrics_port: int | None = None
-    metrics_host: str = "0.0.0.0"  # scraped from elsewhere
+    #: 127.0.0.1 unless told otherwise: a scraper elsewhere needs metrics-host set on purpose.
+    metrics_host: str = "127.0.0.1"
     #: Aliases of other mirrors: topics named ``<alias>.*`` for any of them (and for this
     #: mirror's own alias) are copies already and are never mirrored, so active-active cannot loop.
     known_aliases: tuple[str, ...] = ()

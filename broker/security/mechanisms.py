@@ -126,7 +126,11 @@ class ScramServer:
             final = scram.parse_client_final(token)
         except ScramError as exc:
             raise self._fail(f"user {user!r}: malformed client-final message: {exc}", "malformed") from None
-        if final.nonce != self._server_first.nonce:
+        agreed = self._server_first.nonce
+        # librdkafka before 2.6.1 (Debian's kcat links 2.0.2) sends the client nonce once more in
+        # front of the agreed one (confluentinc/librdkafka#4895); Kafka 3.8.1 accepts that form
+        # too. Exactly those two forms pass: the proof covers the message either way.
+        if final.nonce not in (agreed, self._client_first.nonce + agreed):
             raise self._fail(f"user {user!r}: the client-final nonce is not the one agreed (tampered)", "malformed")
         if final.channel_binding not in ("biws", "eSws"):  # base64 of "n,," and "y,,"
             raise self._fail(f"user {user!r}: unexpected channel binding {final.channel_binding!r}", "malformed")

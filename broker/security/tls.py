@@ -23,12 +23,24 @@ class TlsConfigError(ValueError):
 
 
 def _load_keystore(context: ssl.SSLContext, keystore: Path, password: Secret | None, what: str) -> None:
+    asked: list[bool] = []
+
+    def passphrase() -> str:
+        # A callable, never None: OpenSSL would otherwise prompt on the terminal for an
+        # encrypted key, and a broker would hang at start-up.
+        asked.append(True)
+        return password.reveal() if password is not None else ""
+
     try:
-        context.load_cert_chain(keystore, password=password.reveal() if password is not None else None)
+        context.load_cert_chain(keystore, password=passphrase)
     except ssl.SSLError as exc:
-        hint = " (wrong ssl.key.password?)" if "password" in str(exc).lower() or "decrypt" in str(exc).lower() else ""
+        if asked:
+            given = "is wrong" if password is not None else "is not set"
+            raise TlsConfigError(
+                f"{what}: the private key in {keystore} is encrypted and ssl.key.password {given}"
+            ) from None
         raise TlsConfigError(
-            f"{what}: {keystore} does not hold a PEM certificate chain and its private key{hint}: {exc.reason or exc}"
+            f"{what}: {keystore} does not hold a PEM certificate chain and its private key: {exc.reason or exc}"
         ) from None
     except OSError as exc:
         raise TlsConfigError(f"{what}: cannot read {keystore}: {exc.strerror or exc}") from None

@@ -76,6 +76,7 @@ class SecurityConfig:
     #: Check the broker's host name against its certificate (``https``), or not.
     ssl_check_hostname: bool = True
     _context: list[ssl.SSLContext] = field(default_factory=list, compare=False, repr=False)
+    _asked: list[bool] = field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -116,15 +117,24 @@ class SecurityConfig:
             else:
                 context.load_default_certs()
             if self.ssl_certificate_location is not None:
-                password = self.ssl_key_password.reveal() if self.ssl_key_password is not None else None
-                context.load_cert_chain(self.ssl_certificate_location, self.ssl_key_location, password=password)
+                context.load_cert_chain(self.ssl_certificate_location, self.ssl_key_location, password=self._passphrase)
         except ssl.SSLError as exc:
+            if self._asked:
+                given = "is wrong" if self.ssl_key_password is not None else "is not set"
+                raise SecuritySettingsError(
+                    f"the private key in {self.ssl_key_location} is encrypted and ssl.key.password {given}"
+                ) from None
             raise SecuritySettingsError(f"cannot load the TLS certificates or key: {exc.reason or exc}") from None
         except OSError as exc:
             raise SecuritySettingsError(f"cannot read {exc.filename}: {exc.strerror}") from None
         context.check_hostname = self.ssl_check_hostname
         context.verify_mode = ssl.CERT_REQUIRED
         return context
+
+    def _passphrase(self) -> str:
+        # A callable, never None: OpenSSL would otherwise prompt on the terminal.
+        self._asked.append(True)
+        return self.ssl_key_password.reveal() if self.ssl_key_password is not None else ""
 
     def __getstate__(self) -> tuple[Any, ...]:
         # The SSL context is not picklable; the other side makes its own.
@@ -134,9 +144,10 @@ class SecurityConfig:
         for name, value in zip(_FIELDS, state, strict=True):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_context", [])
+        object.__setattr__(self, "_asked", [])
 
 
-_FIELDS = tuple(f for f in SecurityConfig.__dataclass_fields__ if f != "_context")
+_FIELDS = tuple(f for f in SecurityConfig.__dataclass_fields__ if not f.startswith("_"))
 PLAINTEXT = SecurityConfig()
 
 

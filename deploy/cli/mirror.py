@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
         "translate: the group whose offsets to translate",
     )  # fmt: skip
     parser.add_argument("--metrics-port", metavar="N", type=int, help="serve Prometheus metrics on this port")
-    parser.add_argument("--metrics-host", metavar="HOST", help="address of the metrics endpoint (default 0.0.0.0)")
+    parser.add_argument("--metrics-host", metavar="HOST", help="address of the metrics endpoint (default 127.0.0.1)")
     parser.add_argument("--config", metavar="FILE.toml", type=Path, help="TOML file with any of these settings")
     parser.add_argument("--known-aliases", metavar="A,B", help="aliases of other mirrors, whose copies are never "
                         "mirrored again (active-active)")  # fmt: skip

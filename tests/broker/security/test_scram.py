@@ -229,3 +229,25 @@ def test_plain_checks_the_password_against_the_scram_credential() -> None:
 
 def test_plain_credentials_never_show_the_password() -> None:
     assert "alice-secret" not in repr(parse_plain(encode_plain("alice", "alice-secret")))
+
+
+def test_librdkafkas_doubled_client_nonce_is_accepted_and_nothing_else() -> None:
+    """librdkafka < 2.6.1 (kcat 1.7.1's 2.0.2) sends r=<client nonce><agreed nonce>; Kafka 3.8.1
+    accepts it too. The proof is computed over that message, so the exchange stays bound."""
+    credential = STORE["alice"]["SCRAM-SHA-512"]
+    for prefix, accepted in (("client", True), ("other", False)):
+        server = ScramServer(SCRAM_SHA_512, _lookup(STORE))
+        client_nonce = "rOprNGfwEbeRWgbNEkqO"
+        first = server.step(f"n,,n=alice,r={client_nonce}".encode())
+        agreed = dict(p.split("=", 1) for p in first.decode().split(","))["r"]
+        nonce = (client_nonce if prefix == "client" else "X" * len(client_nonce)) + agreed
+        without_proof = f"c=biws,r={nonce}"
+        message = scram.auth_message(f"n=alice,r={client_nonce}", first.decode(), without_proof)
+        salted = SCRAM_SHA_512.salted_password(b"alice-secret", credential.salt, credential.iterations)
+        proof = scram.client_proof(SCRAM_SHA_512, salted, message)
+        final = f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+        if accepted:
+            assert server.step(final).startswith(b"v=")
+        else:
+            with pytest.raises(AuthenticationFailed, match="tampered"):
+                server.step(final)
