@@ -145,6 +145,9 @@ async def _read_frames(conn: _Connection, stream: trio.abc.ReceiveStream, send: 
             try:
                 length = decoder.next_length()
             except ProtocolError as exc:
+                if not conn.auth.authenticated:
+                    conn.broker.metrics.authentication_failed(conn.auth.listener, "malformed")
+                    raise CloseConnection(f"{exc} (before SASL authentication)") from None
                 raise CloseConnection(str(exc)) from None
             if length is None:
                 if not await _receive(conn, stream, decoder, READ_AHEAD):

@@ -11,6 +11,7 @@ per listener and reason, and the connection closed. Nothing else is touched.
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 
 import trio
@@ -80,8 +81,30 @@ async def secure_connection(
     metrics.authentication_failed(name, kind)
     auth_log.note(f"{name}/{kind}", f"authentication failed on listener {name} from {peer}: {reason}")
     with trio.CancelScope(shield=True):
+        await _send_alert(tls, stream)
         await trio.aclose_forcefully(tls)
     return None
+
+
+#: How long a refused client is given to take the TLS alert that says why.
+ALERT_TIMEOUT = 1.0
+
+
+async def _send_alert(tls: trio.SSLStream[trio.abc.Stream], stream: trio.abc.Stream) -> None:
+    """Send the alert OpenSSL wrote when it refused the handshake (certificate expired, unknown
+    CA, certificate required), so the client learns why rather than seeing a bare close. trio's
+    SSLStream stops at the error with the alert still in its outgoing buffer; the buffer is read
+    here by name, and nothing is sent if a later trio names it otherwise."""
+    outgoing = getattr(tls, "_outgoing", None)
+    if not isinstance(outgoing, ssl.MemoryBIO):
+        return
+    alert = outgoing.read()
+    if alert:
+        with (
+            trio.move_on_after(ALERT_TIMEOUT),
+            contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError),
+        ):
+            await stream.send_all(alert)
 
 
 __all__ = ["TLS_HANDSHAKE_TIMEOUT", "secure_connection"]
