@@ -117,6 +117,20 @@ def _dispatch(args: argparse.Namespace, zookeeper: Any, api: Any) -> int:
 
 
 def _zk_client(hosts: str) -> Any:
+    """A started kazoo client; the connect string's chroot is created first if missing (users are
+    set before any broker ran, and brokers create it the same way, as Kafka does)."""
+    servers, slash, chroot = hosts.partition("/")
+    if slash and chroot.strip("/"):
+        root = _started(servers)
+        try:
+            root.ensure_path("/" + chroot.strip("/"))
+        finally:
+            root.stop()
+            root.close()
+    return _started(hosts)
+
+
+def _started(hosts: str) -> Any:
     client = KazooClient(hosts=hosts, timeout=10.0)
     try:
         client.start(timeout=10)
