@@ -19,6 +19,7 @@ from typing import Any
 from tributary.broker.group.config import GroupConfig
 from tributary.broker.log.config import LogConfig
 from tributary.broker.replication.config import ReplicationConfig
+from tributary.broker.security.authorizer_config import AuthorizerConfig, parse_super_users
 from tributary.broker.security.config import SecurityConfig, SecurityConfigError, is_security_key, load_security
 
 
@@ -104,6 +105,7 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
     #: Listeners, TLS, SASL and the inter-broker client (broker/security/config.py); load()
     #: always sets it, the default (one PLAINTEXT listener) serves tests that build a config.
     security: SecurityConfig = field(
@@ -159,6 +161,20 @@ def _str(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"setting '{name}' must be a non-empty string, got {value!r}")
     return value
+
+
+def _text(name: str, value: Any) -> str:
+    """A string that may be empty (Kafka's default for authorizer.class.name)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"setting '{name}' must be a string, got {value!r}")
+    return value.strip()
+
+
+def _principals(name: str, value: Any) -> Any:
+    try:
+        return parse_super_users(_text(name, value))
+    except ValueError as exc:
+        raise ConfigError(f"setting '{name}': {exc}") from None
 
 
 # key -> (attribute of BrokerConfig, "log.<attribute>" of LogConfig or "group.<attribute>" of
@@ -225,6 +241,9 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "default.replication.factor": ("replication.default_replication_factor", _int),
     "unclean.leader.election.enable": ("replication.unclean_leader_election", _bool),
     "high.watermark.fsync": ("replication.high_watermark_fsync", _bool),
+    "authorizer.class.name": ("authorizer.class_name", _text),
+    "super.users": ("authorizer.super_users", _principals),
+    "allow.everyone.if.no.acl.found": ("authorizer.allow_everyone_if_no_acl_found", _bool),
 }
 REQUIRED = ("id", "data-dir", "zookeeper")
 
@@ -275,7 +294,7 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
             raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
 
     top: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}}
+    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "authorizer": {}}
     for name, value in settings.items():
         attr, convert = _SETTINGS[name]
         section, dot, rest = attr.partition(".")
@@ -308,6 +327,9 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
     try:
         group = GroupConfig(**sections["group"])
         replication = ReplicationConfig(**sections["replication"])
+        authorizer = AuthorizerConfig(**sections["authorizer"])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return BrokerConfig(log=LogConfig(**sections["log"]), group=group, replication=replication, **top)
+    return BrokerConfig(
+        log=LogConfig(**sections["log"]), group=group, replication=replication, authorizer=authorizer, **top
+    )

@@ -19,10 +19,13 @@ from tributary.broker.handlers import (
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_topics,
+    describe_acls,
     describe_configs,
     describe_groups,
     describe_log_dirs,
@@ -113,6 +116,9 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Route[m.AlterUserScramCredentialsRequest, m.AlterUserScramCredentialsResponse](
         alter_user_scram_credentials.handle
     ),
+    ApiKey.DESCRIBE_ACLS: Route[m.DescribeAclsRequest, m.DescribeAclsResponse](describe_acls.handle),
+    ApiKey.CREATE_ACLS: Route[m.CreateAclsRequest, m.CreateAclsResponse](create_acls.handle),
+    ApiKey.DELETE_ACLS: Route[m.DeleteAclsRequest, m.DeleteAclsResponse](delete_acls.handle),
 }
 
 

@@ -169,6 +169,25 @@ async def _stop_when_asked(broker: Broker, stop: trio.Event, scope: trio.CancelS
     scope.cancel()
 
 
+async def start_services(broker: Broker, nursery: trio.Nursery) -> None:
+    """Start everything a registered broker runs besides its listeners, in ``nursery``; returns
+    once it can serve requests (tests run a broker in-process this way, without listeners)."""
+    await nursery.start(_follow_assignments, broker)
+    # Leaders, followers and their fetchers, as the partition states say.
+    await nursery.start(broker.replicas.run)
+    # The coordinator loads the __consumer_offsets partitions this broker leads;
+    # until a partition is loaded its groups get COORDINATOR_LOAD_IN_PROGRESS.
+    await nursery.start(broker.groups.run)
+    await nursery.start(broker.groups.follow_leadership, broker.registry)
+    # The ACLs, loaded before the first request is served (a no-op without an authorizer).
+    await nursery.start(broker.authorizer.run)
+    # The SCRAM credentials likewise: a client's first SASL login finds its user.
+    await nursery.start(broker.credentials.run, broker.registry.zk_session)
+    nursery.start_soon(_flush_scheduler, broker)
+    nursery.start_soon(_retention_scheduler, broker)
+    nursery.start_soon(_scrub_scheduler, broker)
+
+
 async def run(
     config: BrokerConfig,
     *,
@@ -223,23 +242,12 @@ async def run(
         async with trio.open_nursery() as nursery:
             await nursery.start(registry.run)
             broker = Broker(config, registry, logs, advertised_versions(), metrics)
-            # Credentials before listeners: a client's first SASL login finds its user.
-            await nursery.start(broker.credentials.run, registry.zk_session)
             metrics.registry.register(BrokerStateCollector(broker))
             if metrics_listeners is not None:
                 await nursery.start(serve_metrics, metrics.registry, metrics_listeners)
                 host, port, *_ = metrics_listeners[0].socket.getsockname()
                 log.info("broker %d serves metrics on http://%s:%d/metrics", config.broker_id, host, port)
-            await nursery.start(_follow_assignments, broker)
-            # Leaders, followers and their fetchers, as the partition states say.
-            await nursery.start(broker.replicas.run)
-            # The coordinator loads the __consumer_offsets partitions this broker leads;
-            # until a partition is loaded its groups get COORDINATOR_LOAD_IN_PROGRESS.
-            await nursery.start(broker.groups.run)
-            await nursery.start(broker.groups.follow_leadership, registry)
-            nursery.start_soon(_flush_scheduler, broker)
-            nursery.start_soon(_retention_scheduler, broker)
-            nursery.start_soon(_scrub_scheduler, broker)
+            await start_services(broker, nursery)
             limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
             refusals = RateLimitedLog(log, REFUSAL_LOG_INTERVAL, trio.current_time)
             for listener, sockets in bound:

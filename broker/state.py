@@ -21,6 +21,7 @@ from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.partitions import Partition, PartitionManager
 from tributary.broker.replication.manager import ReplicaManager
 from tributary.broker.request_budget import RequestBudget
+from tributary.broker.security.acl_authorizer import AclAuthorizer
 from tributary.broker.security.credentials import CredentialCache
 from tributary.protocol.messages import ApiVersionsResponse
 
@@ -96,6 +97,13 @@ class Broker:
         # reason every AUTH_LOG_INTERVAL seconds: a password-guessing client must not flood the log.
         self.auth_log = RateLimitedLog(
             logging.getLogger("tributary.broker.security"), AUTH_LOG_INTERVAL, trio.current_time, burst=AUTH_LOG_BURST
+        )
+        # What every handler asks before it acts; ACLs in ZooKeeper when authorizer.class.name is set.
+        self.authorizer = AclAuthorizer(
+            config.authorizer,
+            config.zookeeper,
+            session_timeout=config.zookeeper_session_timeout_ms / 1000,
+            registry=self.metrics.registry,
         )
 
     def _request_flush(self, partition: Partition) -> None:

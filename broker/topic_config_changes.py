@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 
 from tributary.broker.cluster.errors import ClusterError, UnknownTopicError
 from tributary.broker.topics import topic_config_error
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
+    from tributary.broker.context import RequestContext
     from tributary.broker.state import Broker
 
 TOPIC = 2
@@ -30,6 +32,19 @@ class Refused(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def authorization_error(
+    ctx: RequestContext, operation: AclOperation, resource_type: int, name: str
+) -> tuple[ErrorCode, str] | None:
+    """Kafka's checks for DescribeConfigs and (Incremental)AlterConfigs: a topic's configs need the
+    operation on the topic, a broker's on the Cluster. None when allowed (or another type: the
+    handler refuses it)."""
+    if resource_type == TOPIC and not ctx.authorize(operation, ResourceType.TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"{operation.kafka_name} on the topic"
+    if resource_type == BROKER and not ctx.authorize_cluster(operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{operation.kafka_name} on the Cluster"
+    return None
 
 
 def replace_all(entries: Sequence[tuple[str, str | None]]) -> Change:

@@ -40,6 +40,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.OFFSET_DELETE: Versions(0, 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Versions(0, 3),
     ApiKey.ELECT_LEADERS: Versions(0, 1),
+    # The ACL APIs with their flexible versions: librdkafka asks for v1, kafka-python for its
+    # newest; v3 only adds the User resource type.
+    ApiKey.DESCRIBE_ACLS: Versions(0, 3),
+    ApiKey.CREATE_ACLS: Versions(0, 3),
+    ApiKey.DELETE_ACLS: Versions(0, 3),
     # Flexible from their first version; no client picks a version of these by the range.
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: Versions(0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Versions(0, 0),

@@ -1,7 +1,7 @@
 """Suite-wide fixtures: containers where Docker answers (tests/fixtures/containers.py), the ZooKeeper
 server (tests/fixtures/zookeeper.py) and its report header, the brokers, ``--long``
-(tests/fixtures/schedules.py), and the suite spread over pytest-xdist's workers
-(tests/fixtures/xdist.py)."""
+(tests/fixtures/schedules.py), the suite spread over pytest-xdist's workers
+(tests/fixtures/xdist.py), and Spark's JVMs tuned for short runs (tests/fixtures/spark.py)."""
 
 pytest_plugins = [
     "tests.fixtures.containers",
@@ -9,4 +9,5 @@ pytest_plugins = [
     "tests.fixtures.brokers",
     "tests.fixtures.schedules",
     "tests.fixtures.xdist",
+    "tests.fixtures.spark",
 ]

@@ -332,8 +332,9 @@ class ZkSession:
     async def create(
         self, path: str, value: bytes = b"", *, ephemeral: bool = False, makepath: bool = False, sequence: bool = False
     ) -> str:
+        """Create a node; with ``sequence``, ZooKeeper appends a counter to the name. Returns the path made."""
         result = self._require_client().create_async(
-            path, value, ephemeral=ephemeral, makepath=makepath, sequence=sequence
+            path, value, ephemeral=ephemeral, sequence=sequence, makepath=makepath
         )
         return cast("str", await self._wait(result))
 

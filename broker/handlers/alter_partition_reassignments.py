@@ -5,7 +5,8 @@ brokers: INVALID_REPLICA_ASSIGNMENT naming what is wrong; a cancellation of a pa
 moving: NO_REASSIGNMENT_IN_PROGRESS). The accepted ones go to the controller together through
 Kafka's `/admin/reassign_partitions` node, and the answer waits until it has started them: from
 then on ListPartitionReassignments shows them, until every target replica is in sync and the
-controller completes the move (:mod:`broker.cluster.reassignment`).
+controller completes the move (:mod:`broker.cluster.reassignment`). Alter on the Cluster is
+needed (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from tributary.broker.cluster import reassignment
 from tributary.broker.cluster.errors import ClusterError
 from tributary.broker.context import RequestContext
+from tributary.protocol.acl import AclOperation
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
 
@@ -21,6 +23,8 @@ Result = Response.ReassignablePartitionResponse
 
 
 async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> Response:
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        return Response(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Alter on the Cluster")
     snapshot = ctx.broker.snapshot()
     live = snapshot.live_broker_ids
     accepted: dict[tuple[str, int], tuple[int, ...] | None] = {}

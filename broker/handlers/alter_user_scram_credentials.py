@@ -7,7 +7,8 @@ moments. Each user's changes are checked first and applied only if all of them p
 Kafka's codes: UNACCEPTABLE_CREDENTIAL (empty name, iterations out of 4096-16384, no salted
 password), UNSUPPORTED_SASL_MECHANISM, DUPLICATE_RESOURCE (a credential altered twice in one
 request), RESOURCE_NOT_FOUND (deleting one that does not exist). The answer comes once this
-broker's own cache holds the change, so a Describe that follows on it sees it.
+broker's own cache holds the change, so a Describe that follows on it sees it. It needs Alter on
+the Cluster (else every user gets CLUSTER_AUTHORIZATION_FAILED and nothing changes, as in Kafka).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import trio
 
 from tributary.broker.context import RequestContext
 from tributary.broker.security.credentials import CredentialStoreError, NoSuchCredential
+from tributary.protocol.acl import AclOperation
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from tributary.protocol.sasl.scram import (
@@ -82,6 +84,13 @@ def _check(request: AlterUserScramCredentialsRequest) -> tuple[list[_Change], di
 
 
 async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
+    users = list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        return AlterUserScramCredentialsResponse(
+            results=[
+                Result(user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None) for u in users
+            ]
+        )
     changes, refused = _check(request)
     cache = ctx.broker.credentials
     outcome: dict[str, tuple[ErrorCode, str | None]] = {user: why for user, why in refused.items()}
@@ -111,7 +120,6 @@ async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest)
             await cache.wait_until(
                 lambda c=change, n=name: cache.lookup(c.user, n) == c.credential  # type: ignore[misc]
             )
-    users = list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
     results = [
         Result(
             user=user,

@@ -19,6 +19,7 @@ from tributary.broker.cluster.errors import (
 )
 from tributary.broker.context import RequestContext
 from tributary.broker.handlers.create_topics import MAX_PARTITIONS
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 
@@ -73,6 +74,9 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
         for topic in request.topics:
             if names.count(topic.name) > 1:
                 results.append(Result(topic.name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
+                continue
+            if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+                results.append(Result(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Alter on the topic"))
                 continue
             results.append(await _grow(ctx, topic, request.validate_only, timeout))
     done = {r.name for r in results}

@@ -18,6 +18,7 @@ from tributary.broker.cluster.errors import (
 )
 from tributary.broker.context import RequestContext
 from tributary.broker.topics import colliding_topics, topic_config_error, topic_name_error
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 
@@ -123,15 +124,28 @@ async def _create(
     return result
 
 
+def _creatable(ctx: RequestContext, request: CreateTopicsRequest) -> set[str]:
+    """The topics the principal may create: all with Create on the Cluster, else those it may
+    Create by name (Kafka's check)."""
+    names = {t.name for t in request.topics}
+    if ctx.authorize_cluster(AclOperation.CREATE, log_denied=False):
+        return names
+    return ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, names)
+
+
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     results = []
     seen: set[str] = set()
+    creatable = _creatable(ctx, request)
     with trio.move_on_after(max(request.timeout_ms, 1) / 1000) as scope:
         for topic in request.topics:
             if topic.name in seen:
                 results.append(_refuse(topic.name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
                 continue
             seen.add(topic.name)
+            if topic.name not in creatable:
+                results.append(_refuse(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Create on the topic"))
+                continue
             results.append(await _create(ctx, topic, request.validate_only))
     if scope.cancelled_caught:
         done = {r.name for r in results}

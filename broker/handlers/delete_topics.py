@@ -1,4 +1,9 @@
-"""DeleteTopics: ask the controller to remove topics; every broker drops its logs."""
+"""DeleteTopics: ask the controller to remove topics; every broker drops its logs.
+
+Authorization as Kafka's: a topic the principal may not Describe is refused with
+TOPIC_AUTHORIZATION_FAILED before its existence is looked at; one it may Describe but not
+Delete, after.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import trio
 
 from tributary.broker.cluster.errors import ClusterError, UnknownTopicError
 from tributary.broker.context import RequestContext
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 
@@ -15,8 +21,12 @@ log = logging.getLogger(__name__)
 
 
 async def _delete(ctx: RequestContext, name: str) -> DeleteTopicsResponse.DeletableTopicResult:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return DeleteTopicsResponse.DeletableTopicResult(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if name not in ctx.broker.snapshot().topics:
         return DeleteTopicsResponse.DeletableTopicResult(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+        return DeleteTopicsResponse.DeletableTopicResult(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     try:
         await ctx.broker.registry.delete_topic(name)
     except UnknownTopicError:

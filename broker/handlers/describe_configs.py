@@ -9,7 +9,9 @@ Tributary cluster takes its defaults from its own TOML).
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
+from tributary.broker.topic_config_changes import authorization_error
 from tributary.broker.topics import ConfigEntry, describe_broker_config, describe_topic_config
+from tributary.protocol.acl import AclOperation
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 
@@ -40,6 +42,10 @@ def _describe(ctx: RequestContext, resource: DescribeConfigsRequest.DescribeConf
     broker = ctx.broker
     result = Result(error_code=ErrorCode.NONE, error_message=None, resource_type=resource.resource_type,
                     resource_name=resource.resource_name)  # fmt: skip
+    refused = authorization_error(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+    if refused is not None:
+        result.error_code, result.error_message = refused
+        return result
     if resource.resource_type == TOPIC:
         info = broker.snapshot().topics.get(resource.resource_name)
         if info is None:

@@ -1,9 +1,12 @@
-"""DescribeGroups: state, protocol and members of groups this broker coordinates."""
+"""DescribeGroups: state, protocol and members of groups this broker coordinates. Each group needs
+Describe (else GROUP_AUTHORIZATION_FAILED for it)."""
 
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
 from tributary.broker.group.messages import GroupSummary
+from tributary.protocol.acl import AclOperation, ResourceType
+from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
 
@@ -28,5 +31,16 @@ def _described(summary: GroupSummary) -> DescribeGroupsResponse.DescribedGroup:
     )
 
 
+def _describe(ctx: RequestContext, group_id: str) -> DescribeGroupsResponse.DescribedGroup:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return _described(GroupSummary(ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id))
+    return _described(ctx.broker.groups.describe(group_id))
+
+
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    return DescribeGroupsResponse(groups=[_described(ctx.broker.groups.describe(g)) for g in request.groups])
+    groups = [_describe(ctx, g) for g in request.groups]
+    if request.include_authorized_operations:
+        for group in groups:
+            if group.error_code == ErrorCode.NONE:
+                group.authorized_operations = ctx.authorized_operations(ResourceType.GROUP, group.group_id)
+    return DescribeGroupsResponse(groups=groups)

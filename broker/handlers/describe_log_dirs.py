@@ -3,12 +3,14 @@
 A broker has one data directory, so the answer has one log dir. ``topics``
 null asks for every log; otherwise only the named partitions held here are
 listed. ``offset_lag`` (how far a future replica trails) is always 0: there
-are no future replicas.
+are no future replicas. Describe on the Cluster is needed: without it the answer lists no
+log dir (and, from v3, says CLUSTER_AUTHORIZATION_FAILED), as Kafka's does.
 """
 
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
+from tributary.protocol.acl import AclOperation
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 
@@ -16,6 +18,8 @@ R = DescribeLogDirsResponse
 
 
 async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     sizes = ctx.broker.logs.sizes()
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:

@@ -1,6 +1,7 @@
 """DescribeUserScramCredentials: which SCRAM mechanisms (and iterations) each user has.
 
-Answered from the broker's credential cache, which follows ZooKeeper. No user named (null or
+Answered from the broker's credential cache, which follows ZooKeeper; it needs Describe on the
+Cluster (else CLUSTER_AUTHORIZATION_FAILED for the whole request, as Kafka answers). No user named (null or
 empty) describes every user with a credential; a user named twice gets DUPLICATE_RESOURCE, an
 unknown one RESOURCE_NOT_FOUND, as Kafka answers them. Secrets (salt, keys) never leave.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tributary.broker.context import RequestContext
+from tributary.protocol.acl import AclOperation
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
 from tributary.protocol.sasl.scram import MECHANISMS, ScramCredential
@@ -29,6 +31,10 @@ def _described(user: str, credentials: dict[str, ScramCredential]) -> Result:
 async def handle(
     ctx: RequestContext, request: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return DescribeUserScramCredentialsResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None, results=[]
+        )
     users = ctx.broker.credentials.users()
     if not request.users:
         results = [_described(user, creds) for user, creds in sorted(users.items())]

@@ -5,13 +5,15 @@ The controller does it (it owns leadership): the request is handed to it through
 afterwards: NONE (the preferred replica leads now), ELECTION_NOT_NEEDED (it led already),
 PREFERRED_LEADER_NOT_AVAILABLE (it is down or out of sync: a preferred election is clean) or
 UNKNOWN_TOPIC_OR_PARTITION. Unclean elections (election_type 1) are refused:
-`unclean.leader.election.enable` is not supported.
+`unclean.leader.election.enable` is not supported. Alter on the Cluster is needed, else every
+partition gets CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from tributary.broker.cluster.errors import ClusterError
 from tributary.broker.context import RequestContext
+from tributary.protocol.acl import AclOperation
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
 
@@ -25,6 +27,9 @@ async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLead
         wanted = [(t.name, p) for t in snapshot.topics.values() for p in sorted(t.partitions)]
     else:
         wanted = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        refused = _answer(wanted, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Alter on the Cluster")
+        return ElectLeadersResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, replica_election_results=refused)
     if request.election_type != PREFERRED:
         refused = _answer(wanted, ErrorCode.INVALID_REQUEST, "only preferred elections are supported")
         return ElectLeadersResponse(error_code=ErrorCode.INVALID_REQUEST, replica_election_results=refused)

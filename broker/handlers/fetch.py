@@ -22,6 +22,7 @@ from tributary.broker.context import RequestContext
 from tributary.broker.log.errors import LogClosedError, OffsetOutOfRangeError, StorageError
 from tributary.broker.log.log import FileRegion, ReadResult
 from tributary.broker.partitions import Partition, leader_epoch_error
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import FetchRequest, FetchResponse
 
@@ -45,8 +46,17 @@ def _requested(request: FetchRequest) -> Iterator[tuple[str, FetchRequest.FetchP
             yield topic.topic, partition
 
 
+def _readable_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
+    """The topics the request may read: all of them for a follower with ClusterAction on the
+    Cluster (none without it), Read on each for a consumer (Kafka's checks)."""
+    names = {t.topic for t in request.topics}
+    if request.replica_id >= 0:
+        return names if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION) else set()
+    return ctx.authorized(AclOperation.READ, ResourceType.TOPIC, names)
+
+
 def _read_all(
-    ctx: RequestContext, request: FetchRequest, pins: ExitStack
+    ctx: RequestContext, request: FetchRequest, pins: ExitStack, readable_topics: set[str]
 ) -> tuple[list[FetchResponse.FetchableTopicResponse], int, bool, list[Partition]]:
     """One pass over the requested partitions: (topics, bytes, any error, partitions read)."""
     broker = ctx.broker
@@ -59,6 +69,9 @@ def _read_all(
     for name, req in _requested(request):
         out = FetchResponse.PartitionData(partition_index=req.partition, high_watermark=-1, records=b"")
         topics.setdefault(name, FetchResponse.FetchableTopicResponse(topic=name)).partitions.append(out)
+        if name not in readable_topics:
+            out.error_code, errors = ErrorCode.TOPIC_AUTHORIZATION_FAILED, True
+            continue
         target = _partition(ctx, name, req, follower)
         if isinstance(target, ErrorCode):
             out.error_code, errors = target, True
@@ -132,10 +145,11 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if ctx.api_version >= 7 and request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
+    readable_topics = _readable_topics(ctx, request)
     while True:
         pins = ExitStack()
         try:
-            topics, total, errors, readable = _read_all(ctx, request, pins)
+            topics, total, errors, readable = _read_all(ctx, request, pins, readable_topics)
         except BaseException:
             pins.close()
             raise

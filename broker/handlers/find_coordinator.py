@@ -1,19 +1,37 @@
 """FindCoordinator: the broker leading the group's ``__consumer_offsets`` partition.
 
 The topic is created on the first request, as Kafka does. Transaction
-coordinators do not exist here (transactions are not supported).
+coordinators do not exist here (transactions are not supported). Describe on the
+group (or transactional id) is needed, else GROUP_AUTHORIZATION_FAILED
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+def _unauthorized(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse | None:
+    if request.key_type == GROUP_KEY_TYPE:
+        resource_type, code = ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif request.key_type == TRANSACTION_KEY_TYPE:
+        resource_type, code = ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    else:
+        return None
+    if ctx.authorize(AclOperation.DESCRIBE, resource_type, request.key):
+        return None
+    return FindCoordinatorResponse(error_code=code, error_message=code.name, node_id=-1, host="", port=-1)
 
 
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    if (refused := _unauthorized(ctx, request)) is not None:
+        return refused
     if request.key_type != GROUP_KEY_TYPE:
         return FindCoordinatorResponse(
             error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 
 from tributary.broker.context import RequestContext
-from tributary.broker.topic_config_changes import change_or_refuse, incremental
+from tributary.broker.topic_config_changes import authorization_error, change_or_refuse, incremental
+from tributary.protocol.acl import AclOperation
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
@@ -15,7 +16,8 @@ log = logging.getLogger(__name__)
 async def _alter(
     ctx: RequestContext, resource: IncrementalAlterConfigsRequest.AlterConfigsResource, validate_only: bool
 ) -> IncrementalAlterConfigsResponse.AlterConfigsResourceResponse:
-    code, message = await change_or_refuse(
+    refused = authorization_error(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+    code, message = refused or await change_or_refuse(
         ctx.broker, resource.resource_type, resource.resource_name,
         lambda: incremental([(c.name, c.config_operation, c.value) for c in resource.configs]), validate_only,
     )  # fmt: skip

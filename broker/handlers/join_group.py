@@ -1,9 +1,12 @@
-"""JoinGroup: join (or rejoin) a group; waits until the rebalance completes."""
+"""JoinGroup: join (or rejoin) a group; waits until the rebalance completes. Read on the group is
+needed (GROUP_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
 from tributary.broker.group.messages import JoinRequest
+from tributary.protocol.acl import AclOperation, ResourceType
+from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import JoinGroupRequest, JoinGroupResponse
 
 #: From this version a new dynamic member first gets MEMBER_ID_REQUIRED (KIP-394).
@@ -17,6 +20,10 @@ def client_host(peer: str) -> str:
 
 
 async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return JoinGroupResponse(
+            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1, member_id=request.member_id
+        )
     # v0 has no rebalance timeout: the session timeout served for both.
     rebalance_timeout = request.session_timeout_ms if ctx.api_version == 0 else request.rebalance_timeout_ms
     result = await ctx.broker.groups.join(

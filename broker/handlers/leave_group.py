@@ -1,9 +1,11 @@
-"""LeaveGroup: members leave (v3+: several at once, static members by instance id)."""
+"""LeaveGroup: members leave (v3+: several at once, static members by instance id). Read on the
+group is needed (GROUP_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
 from tributary.broker.group.messages import LeavingMember
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
@@ -12,6 +14,8 @@ BATCH_VERSION = 3
 
 
 async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if ctx.api_version >= BATCH_VERSION:
         leaving = [LeavingMember(m.member_id, m.group_instance_id) for m in request.members]
     else:

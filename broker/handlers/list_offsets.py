@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from tributary.broker.context import RequestContext
 from tributary.broker.partitions import leader_epoch_error
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
@@ -29,12 +30,16 @@ OFFSET_NOT_AVAILABLE_VERSION = 5
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     broker = ctx.broker
     snapshot = broker.snapshot()
+    described = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for req in topic.partitions:
             out = ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=req.partition_index)
             partitions.append(out)
+            if topic.name not in described:
+                out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             target = broker.partitions.lookup(snapshot, topic.name, req.partition_index)
             if isinstance(target, ErrorCode):
                 out.error_code = target

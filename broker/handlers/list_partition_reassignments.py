@@ -1,14 +1,19 @@
-"""ListPartitionReassignments: the partition moves under way, as the topic znodes record them."""
+"""ListPartitionReassignments: the partition moves under way, as the topic znodes record them.
+Describe on the Cluster is needed (CLUSTER_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
+from tributary.protocol.acl import AclOperation
+from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
 
 Response = ListPartitionReassignmentsResponse
 
 
 async def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest) -> Response:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return Response(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Describe on the Cluster")
     snapshot = ctx.broker.snapshot()
     if request.topics is None:
         wanted = [(t.name, sorted(t.partitions)) for t in sorted(snapshot.topics.values(), key=lambda t: t.name)]

@@ -3,6 +3,11 @@
 Every broker answers for the whole cluster, so a client bootstrapping from any
 broker finds every partition's leader. A requested topic that does not exist
 is created when auto-creation is on and the request allows it (v4+).
+
+Authorization, as Kafka's: an all-topics request shows only the topics the principal may
+Describe (the others are left out, not refused); a named topic it may not Describe gets
+TOPIC_AUTHORIZATION_FAILED whether or not it exists (nothing is disclosed); auto-creating one
+needs Create on the Cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED too.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from tributary.broker.cluster.model import ClusterSnapshot, TopicInfo
 from tributary.broker.context import RequestContext
 from tributary.broker.group.placement import OFFSETS_TOPIC
 from tributary.broker.topics import colliding_topics, topic_name_error
+from tributary.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import MetadataRequest, MetadataResponse
 
@@ -77,17 +83,30 @@ def _unknown(name: str, error: ErrorCode) -> MetadataResponse.MetadataResponseTo
     return MetadataResponse.MetadataResponseTopic(error_code=error, name=name)
 
 
+def _not_created(ctx: RequestContext, name: str, allow_create: bool, snapshot: ClusterSnapshot) -> ErrorCode | None:
+    """Why a missing topic is not auto-created, or None when it is to be."""
+    invalid = topic_name_error(name) is not None
+    if not allow_create:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION if invalid else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    may_create = ctx.authorize_cluster(AclOperation.CREATE, log_denied=False) or ctx.authorize(
+        AclOperation.CREATE, ResourceType.TOPIC, name
+    )
+    if not may_create:
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if invalid or colliding_topics(name, snapshot.topics):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION  # as Kafka's auto-creation refuses it
+    return None
+
+
 async def _describe(ctx: RequestContext, name: str, allow_create: bool) -> MetadataResponse.MetadataResponseTopic:
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _unknown(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     snapshot = ctx.broker.snapshot()
     info = snapshot.topics.get(name)
     if info is not None:
         return _topic(snapshot, info)
-    if topic_name_error(name) is not None:
-        return _unknown(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
-    if not allow_create:
-        return _unknown(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if colliding_topics(name, snapshot.topics):
-        return _unknown(name, ErrorCode.INVALID_TOPIC_EXCEPTION)  # as Kafka's auto-creation refuses it
+    if (why := _not_created(ctx, name, allow_create, snapshot)) is not None:
+        return _unknown(name, why)
     refused = await _auto_create(ctx, name)
     if refused is not None:
         return _unknown(name, refused)
@@ -102,7 +121,8 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     snapshot = broker.snapshot()
     # v0 asks for every topic with an empty list, v1+ with null.
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
-        topics = [_topic(snapshot, info) for _, info in sorted(snapshot.topics.items())]
+        described = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, snapshot.topics, log_denied=False)
+        topics = [_topic(snapshot, info) for name, info in sorted(snapshot.topics.items()) if name in described]
     else:
         allow_create = broker.config.auto_create_topics and (ctx.api_version < 4 or request.allow_auto_topic_creation)
         topics = [await _describe(ctx, t.name, allow_create) for t in request.topics if t.name is not None]
@@ -110,7 +130,15 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     # Each broker at its address on the listener this client came in on (Kafka's rule); a
     # broker without that listener is left out.
     addresses = {b.id: b.address(ctx.listener) for b in snapshot.brokers.values()}
+    if request.include_topic_authorized_operations:
+        for topic in topics:
+            if topic.error_code == ErrorCode.NONE and topic.name is not None:
+                topic.topic_authorized_operations = ctx.authorized_operations(ResourceType.TOPIC, topic.name)
+    cluster_operations = -(2**31)  # Kafka's "not asked for"
+    if request.include_cluster_authorized_operations:
+        cluster_operations = ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return MetadataResponse(
+        cluster_authorized_operations=cluster_operations,
         brokers=[
             MetadataResponse.MetadataResponseBroker(node_id=b.id, host=address[0], port=address[1], rack=b.rack)
             for b in sorted(snapshot.brokers.values(), key=lambda b: b.id)

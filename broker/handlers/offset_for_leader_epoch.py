@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from tributary.broker.context import RequestContext
 from tributary.broker.partitions import leader_epoch_error
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
@@ -19,12 +20,21 @@ Response = OffsetForLeaderEpochResponse
 async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     broker = ctx.broker
     snapshot = broker.snapshot()
+    # Followers ask with ClusterAction on the Cluster; anyone else needs Describe on each topic.
+    names = {t.topic for t in request.topics}
+    if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION, log_denied=False):
+        described = names
+    else:
+        described = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     topics = []
     for topic in request.topics:
         answers = []
         for asked in topic.partitions:
             out = Response.EpochEndOffset(partition=asked.partition)
             answers.append(out)
+            if topic.topic not in described:
+                out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             target = broker.partitions.lookup(snapshot, topic.topic, asked.partition)
             if isinstance(target, ErrorCode):
                 out.error_code = target

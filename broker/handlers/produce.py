@@ -27,6 +27,7 @@ from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.group.placement import OFFSETS_TOPIC
 from tributary.broker.log.errors import LogError, StorageError
 from tributary.broker.partitions import Partition
+from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.errors import ProtocolError, UnsupportedMagicError
 from tributary.protocol.messages import ProduceRequest, ProduceResponse
@@ -117,16 +118,29 @@ async def _await_replication(
             response.base_offset = -1
 
 
+def _authorized_topics(ctx: RequestContext, request: ProduceRequest) -> dict[str, ErrorCode]:
+    """Kafka's checks, made before anything else: Write on the transactional id of a transactional
+    producer (else every partition is refused), and Write on each topic (else its partitions are,
+    whether or not it exists). Each topic's code, NONE where it may be written."""
+    names = {t.name for t in request.topic_data}
+    tid = request.transactional_id
+    if tid is not None and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return dict.fromkeys(names, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    allowed = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, names)
+    return {name: ErrorCode.NONE if name in allowed else ErrorCode.TOPIC_AUTHORIZATION_FAILED for name in names}
+
+
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     broker = ctx.broker
     snapshot = broker.snapshot()
     deadline = trio.current_time() + max(request.timeout_ms, 0) / 1000
     waits: list[tuple[Partition, int, ProduceResponse.PartitionProduceResponse]] = []
+    authorization = _authorized_topics(ctx, request)
     topics = []
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
-            if error := _refused_outright(request, topic.name, data):
+            if error := authorization[topic.name] or _refused_outright(request, topic.name, data):
                 partitions.append(
                     ProduceResponse.PartitionProduceResponse(index=data.index, error_code=error, base_offset=-1)
                 )

@@ -11,6 +11,9 @@ Group operations need the broker's group APIs (FindCoordinator, ListGroups,
 DescribeGroups, OffsetFetch); a broker without them answers with
 UnsupportedVersionError, which :meth:`Admin.supports_groups` checks first.
 
+ACLs (DescribeAcls, CreateAcls, DeleteAcls) go to any broker, in Kafka's ACL model
+(:mod:`tributary.protocol.acl`).
+
 Topic growth and configs (CreatePartitions, DescribeConfigs,
 IncrementalAlterConfigs/AlterConfigs), group deletion (DeleteGroups), offset
 resets (OffsetCommit as an admin, outside the group's membership) and sizes on
@@ -26,6 +29,7 @@ from typing import Any, Protocol
 
 import trio
 
+from tributary.client.admin import acls as acl_requests
 from tributary.client.admin.configs import AlterConfigOp, ConfigEntry, ConfigSource, ResourceType
 from tributary.client.errors import (
     KafkaError,
@@ -46,6 +50,7 @@ from tributary.client.raw.batches import (
 from tributary.client.wire.cluster import Cluster
 from tributary.client.wire.metadata import BrokerInfo, ClusterMetadata, TopicInfo, TopicPartition
 from tributary.protocol import codec
+from tributary.protocol.acl import ANY_BINDING, AclBinding, AclBindingFilter, ResourcePatternFilter
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.messages import (
@@ -55,11 +60,14 @@ from tributary.protocol.messages import (
     ApiKey,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteTopicsRequest,
+    DescribeAclsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
@@ -987,6 +995,109 @@ class Admin:
                 continue
             raise error_for(partition.error_code, topic=name, partition=partition.partition_index, broker=coordinator,
                             context=f"commit offsets for group {group_id!r}")  # fmt: skip
+
+    # --- ACLs ----------------------------------------------------------------------------------
+
+    async def _to_any_broker(self, request: Any, deadline: float) -> Any:
+        while True:
+            try:
+                return await self.cluster.send_to_any(request)
+            except KafkaError as exc:
+                await self._backoff_or_raise(exc, deadline)
+
+    async def describe_acls(
+        self, binding_filter: AclBindingFilter = ANY_BINDING, *, timeout: float | None = None
+    ) -> list[AclBinding]:
+        """The ACLs the filter matches (every one by default), as the broker lists them.
+        SECURITY_DISABLED when the cluster runs no authorizer; CLUSTER_AUTHORIZATION_FAILED
+        without Describe on the Cluster."""
+        deadline = self._deadline(timeout)
+        while True:
+            response: DescribeAclsResponse = await self._to_any_broker(
+                acl_requests.describe_request(binding_filter), deadline
+            )
+            if not response.error_code:
+                return acl_requests.described(response)
+            await self._backoff_or_raise(
+                error_for(response.error_code, detail=response.error_message, context="describe ACLs"), deadline
+            )
+
+    async def create_acls(
+        self, bindings: Sequence[AclBinding], *, wait: bool = True, timeout: float | None = None
+    ) -> None:
+        """Add ACLs (one request, so they are stored together or refused one by one); the first
+        refusal is raised once all were answered (INVALID_REQUEST names what is wrong with a
+        binding; CLUSTER_AUTHORIZATION_FAILED without Alter on the Cluster). With ``wait``,
+        returns once every broker lists them (each learns of ACLs on its own, from ZooKeeper)."""
+        if not bindings:
+            return
+        deadline = self._deadline(timeout)
+        response: CreateAclsResponse = await self._to_any_broker(acl_requests.create_request(bindings), deadline)
+        for binding, result in zip(bindings, response.results, strict=False):
+            if result.error_code:
+                raise error_for(result.error_code, detail=result.error_message, context=f"create ACL {binding.pattern}")
+        if wait:
+            wanted = set(bindings)
+            await self._until_every_broker(wanted, lambda listed: wanted <= listed, "the new ACLs", deadline)
+
+    async def delete_acls(
+        self, filters: Sequence[AclBindingFilter], *, wait: bool = True, timeout: float | None = None
+    ) -> list[list[AclBinding]]:
+        """Remove the ACLs each filter matches; for each filter, the bindings it removed. The
+        first refusal (of a filter, or of one binding) is raised once all were answered. With
+        ``wait``, returns once no broker lists the removed ACLs any more."""
+        if not filters:
+            return []
+        deadline = self._deadline(timeout)
+        response: DeleteAclsResponse = await self._to_any_broker(acl_requests.delete_request(filters), deadline)
+        removed: list[list[AclBinding]] = []
+        failure: KafkaError | None = None
+        for result in response.filter_results:
+            if result.error_code:
+                failure = failure or error_for(result.error_code, detail=result.error_message, context="delete ACLs")
+            kept = []
+            for binding, code, message in acl_requests.deleted(result):
+                if code:
+                    failure = failure or error_for(code, detail=message, context=f"delete ACL {binding.pattern}")
+                else:
+                    kept.append(binding)
+            removed.append(kept)
+        if failure is not None:
+            raise failure
+        gone = {b for found in removed for b in found}
+        if wait and gone:
+            await self._until_every_broker(gone, lambda listed: not gone & listed, "the removal of ACLs", deadline)
+        return removed
+
+    async def _until_every_broker(
+        self, bindings: set[AclBinding], done: Callable[[set[AclBinding]], bool], what: str, deadline: float
+    ) -> None:
+        """Until ``done(the bindings of these patterns that a broker lists)`` holds on every broker."""
+        patterns = {b.pattern for b in bindings}
+        requests = [
+            acl_requests.describe_request(
+                AclBindingFilter(ResourcePatternFilter(p.resource_type, p.name, p.pattern_type))
+            )
+            for p in patterns
+        ]
+        metadata = await self.cluster.refresh_metadata()
+        for broker in sorted(metadata.brokers):
+            while True:
+                listed: set[AclBinding] = set()
+                try:
+                    for request in requests:
+                        response: DescribeAclsResponse = await self.cluster.send(broker, request)
+                        if response.error_code:
+                            raise error_for(response.error_code, broker=broker, detail=response.error_message)
+                        listed.update(acl_requests.described(response))
+                except KafkaError as exc:
+                    await self._backoff_or_raise(exc, deadline)
+                    continue
+                if done(listed):
+                    break
+                if trio.current_time() + self.cluster.config.retry_backoff > deadline:
+                    raise RequestTimedOutError(f"broker {broker} did not show {what} in time", broker=broker)
+                await trio.sleep(0.05)
 
     async def group_lag(
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None, *, timeout: float | None = None

@@ -19,6 +19,7 @@ from importlib.metadata import version
 
 # Subcommand -> the module that provides ``register(subparsers)``; the parser it adds sets ``func``.
 SUBCOMMANDS = {
+    "acls": "tributary.deploy.cli.acls",
     "api-versions": "tributary.deploy.cli.api_versions",
     "audit": "tributary.deploy.cli.audit",
     "broker": "tributary.deploy.cli.broker",

@@ -70,6 +70,9 @@ def ansible_env(tmp_path: Path, **extra: str) -> dict[str, str]:
             "ANSIBLE_REMOTE_TEMP": str(tmp_path / "ansible-tmp" / "remote"),
             "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            # Modules go to the host's Python over stdin instead of as files copied first: a
+            # third fewer steps per task (the playbook's time is mostly per-task overhead).
+            "ANSIBLE_PIPELINING": "1",
         }
     )
     env.update(extra)

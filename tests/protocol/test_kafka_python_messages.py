@@ -44,14 +44,20 @@ from tributary.protocol.messages import (
     ApiVersionsResponse,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
@@ -1152,6 +1158,75 @@ def _(v: int) -> Any:
     )  # fmt: skip
 
 
+@builds(DescribeAclsRequest)
+def _(v: int) -> Any:
+    # Version 0 knows no pattern types: its filter is LITERAL.
+    return DescribeAclsRequest(
+        resource_type_filter=2, resource_name_filter="clicks", pattern_type_filter=3 if v == 0 else 2,
+        principal_filter=None, host_filter="*", operation=1, permission_type=3,
+    )  # fmt: skip
+
+
+@builds(DescribeAclsResponse)
+def _(v: int) -> Any:
+    r = DescribeAclsResponse
+    acls = [
+        r.AclDescription(principal="User:alice", host="*", operation=3, permission_type=3),
+        r.AclDescription(principal="User:*", host="10.0.0.1", operation=4, permission_type=2),
+    ]
+    return r(
+        throttle_time_ms=0, error_code=0, error_message=None,
+        resources=[r.DescribeAclsResource(resource_type=2, resource_name="clicks", pattern_type=3, acls=acls)],
+    )  # fmt: skip
+
+
+@builds(CreateAclsRequest)
+def _(v: int) -> Any:
+    r = CreateAclsRequest
+    creations = [
+        r.AclCreation(resource_type=2, resource_name="clicks", resource_pattern_type=3 if v == 0 else 4,
+                      principal="User:alice", host="*", operation=3, permission_type=3),
+        r.AclCreation(resource_type=4, resource_name="kafka-cluster", resource_pattern_type=3,
+                      principal="User:broker", host="*", operation=9, permission_type=3),
+    ]  # fmt: skip
+    return r(creations=creations)
+
+
+@builds(CreateAclsResponse)
+def _(v: int) -> Any:
+    r = CreateAclsResponse
+    return r(
+        throttle_time_ms=0,
+        results=[r.AclCreationResult(0, None), r.AclCreationResult(42, "the resource name is empty")],
+    )
+
+
+@builds(DeleteAclsRequest)
+def _(v: int) -> Any:
+    r = DeleteAclsRequest
+    wanted = r.DeleteAclsFilter(
+        resource_type_filter=2, resource_name_filter="clicks", pattern_type_filter=3 if v == 0 else 1,
+        principal_filter="User:alice", host_filter=None, operation=1, permission_type=1,
+    )  # fmt: skip
+    return r(filters=[wanted])
+
+
+@builds(DeleteAclsResponse)
+def _(v: int) -> Any:
+    r = DeleteAclsResponse
+    matching = r.DeleteAclsMatchingAcl(
+        error_code=0, error_message=None, resource_type=2, resource_name="clicks", pattern_type=3,
+        principal="User:alice", host="*", operation=3, permission_type=3,
+    )  # fmt: skip
+    return r(
+        throttle_time_ms=0,
+        filter_results=[
+            r.DeleteAclsFilterResult(error_code=0, error_message=None, matching_acls=[matching]),
+            r.DeleteAclsFilterResult(error_code=31, error_message="Alter on the Cluster", matching_acls=[]),
+        ],
+    )
+
+
 @builds(ElectLeadersRequest)
 def _(v: int) -> Any:
     r = ElectLeadersRequest
@@ -1283,6 +1358,9 @@ VERSIONS: dict[ApiKey, list[int]] = {
     ApiKey.SASL_AUTHENTICATE: [0, 1, 2],
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [0],
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [0],
+    ApiKey.DESCRIBE_ACLS: [0, 1, 2, 3],
+    ApiKey.CREATE_ACLS: [0, 1, 2, 3],
+    ApiKey.DELETE_ACLS: [0, 1, 2, 3],
 }
 
 REQUEST_CLASSES = {cls.SPEC.api_key: cls for cls in BUILDERS if cls.SPEC.kind == "request"}  # type: ignore[attr-defined]
