@@ -75,8 +75,9 @@ def test_kill_9_mirror_five_times_and_an_aggregate_broker(link: Link, tmp_path: 
         share = records // PRODUCERS
         try:
             # In slices, so the stream lasts while the mirror is being killed.
-            for start in range(index * share, (index + 1) * share, 25_000):
-                produce_zstd(east.bootstrap, TOPIC, 25_000, start=start, source="east")
+            end = (index + 1) * share
+            for start in range(index * share, end, 25_000):
+                produce_zstd(east.bootstrap, TOPIC, min(25_000, end - start), start=start, source="east")
         except BaseException as exc:
             errors.append(exc)
 
