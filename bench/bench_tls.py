@@ -16,6 +16,12 @@ Shapes:
   decrypts in this process with Python's ``ssl`` (OpenSSL).
 * ``produce``: confluent-kafka (librdkafka) sends 1 KiB uncompressed values, acks=1, 1 MB
   batches (linger.ms 5); the broker decrypts the requests.
+* ``send``: the broker's send path alone, in this process: a segment file sent over a
+  connected socket pair by ``broker/transport.py`` as a fetch response's file region is, through
+  trio's SSLStream (``os.preadv`` into a pooled 256 KiB buffer, the broker's way), through the
+  same stream reading a new ``bytes`` object per 1 MiB chunk (``os.pread``, the obvious way),
+  and with ``os.sendfile`` on the plain socket; the reader (decrypting) runs in a thread. The
+  figure is the sending thread's CPU per GB.
 * ``connect``: set-ups one after another by the appliance's blocking client: TCP and
   ApiVersions over PLAINTEXT, against TCP, a TLS handshake, ApiVersions, SaslHandshake and the
   two SCRAM-SHA-512 round trips over SECURE. The client's own PBKDF2 (4096 iterations) is part
@@ -41,6 +47,7 @@ import ssl
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -48,12 +55,14 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
+import trio
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import common
 from bench.bench_broker import MIB, RawFetcher
 from bench.common import log
 from bench.processes import cpu_seconds
+from tributary.broker import transport
 from tributary.client.blocking import BlockingConnection
 from tributary.client.config import ClientConfig
 from tributary.client.security.login import sasl_login
@@ -75,6 +84,7 @@ TOPIC = "tls"
 @dataclass(frozen=True)
 class Sizes:
     fetch_bytes: int  # per round and path
+    send_bytes: int  # per round and path (the send shape)
     produce_messages: int  # per round and path
     connections: int  # per round and path
     preload_bytes: int
@@ -83,8 +93,8 @@ class Sizes:
     @classmethod
     def pick(cls, quick: bool, repeat: int | None) -> Sizes:
         if quick:
-            return cls(16 * MIB, 5_000, 10, 16 * MIB, repeat or 2)
-        return cls(512 * MIB, 100_000, 100, 128 * MIB, repeat or 7)
+            return cls(16 * MIB, 16 * MIB, 5_000, 10, 16 * MIB, repeat or 2)
+        return cls(512 * MIB, 128 * MIB, 100_000, 100, 128 * MIB, repeat or 7)
 
 
 @dataclass
@@ -286,7 +296,81 @@ def measure(root: Path, sizes: Sizes) -> dict[str, Any]:
                 sizes.repeat,
             )
             results["connect"] = summarise("connections", rounds[0], rounds[1])
+            log("send")
+            results["send"] = send_paths(root, sizes)
             return results
+
+
+class _Region:
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.position, self.size = fd, 0, size
+
+
+async def _naive_send(stream: trio.abc.SendStream, region: _Region) -> None:
+    """The obvious fallback: a new bytes object per 1 MiB chunk."""
+    offset, remaining = region.position, region.size
+    while remaining:
+        chunk = os.pread(region.fd, min(remaining, MIB), offset)
+        await stream.send_all(chunk)
+        offset += len(chunk)
+        remaining -= len(chunk)
+
+
+def send_paths(root: Path, sizes: Sizes) -> dict[str, Any]:
+    """Sender CPU per GB of the three ways to send a file region (see the module's docstring)."""
+    ca = CertificateAuthority.create(root / "send-tls")
+    server = ca.issue("sender")
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(server.keystore)
+    client_context = ssl.create_default_context(cafile=ca.path)
+    path = root / "segment"
+    size = sizes.send_bytes
+    path.write_bytes(os.urandom(size))
+    fd = os.open(path, os.O_RDONLY)
+
+    def one(kind: str) -> float:
+        """The sender's CPU seconds for one pass over the file."""
+        sender, receiver = socket.socketpair()
+        tls = kind != "sendfile"
+
+        def read() -> None:
+            sock = client_context.wrap_socket(receiver, server_hostname="127.0.0.1") if tls else receiver
+            buf, got = bytearray(MIB), 0
+            while got < size and (n := sock.recv_into(buf)):
+                got += n
+            sock.close()
+
+        thread = threading.Thread(target=read)
+        thread.start()
+
+        async def send() -> float:
+            plain = trio.SocketStream(trio.socket.from_stdlib_socket(sender))
+            stream: trio.abc.SendStream = plain
+            if tls:
+                stream = trio.SSLStream(plain, server_context, server_side=True)
+                await stream.do_handshake()  # type: ignore[attr-defined]
+            start = time.thread_time()
+            if kind == "naive":
+                await _naive_send(stream, _Region(fd, size))
+            else:
+                await transport.send_region(stream, _Region(fd, size), sendfile=kind == "sendfile")
+            spent = time.thread_time() - start
+            await stream.aclose()
+            return spent
+
+        spent = trio.run(send)
+        thread.join()
+        return spent
+
+    try:
+        kinds = ["pooled", "naive", "sendfile"]
+        rounds = paired([lambda k=k: Round(one(k), size / 1e6, 0.0) for k in kinds], sizes.repeat)  # type: ignore[misc]
+    finally:
+        os.close(fd)
+    return {
+        kind: statistics.median(r.seconds / r.work * 1000 for r in side)
+        for kind, side in zip(kinds, rounds, strict=True)
+    } | {"rounds": len(rounds[0])}
 
 
 def _scaled(rounds: list[list[Round]], unit: float) -> tuple[list[Round], list[Round]]:
@@ -313,6 +397,15 @@ def render(document: dict[str, Any]) -> str:
             ]
         )
     header = ["shape", "PLAINTEXT", "SASL_SSL", "ratio", "broker CPU plain", "broker CPU TLS", ""]
+    send = shapes.get("send")
+    send_lines = []
+    if send is not None:
+        send_lines = [
+            "",
+            "the send path alone, sending thread's CPU s/GB (median of "
+            f"{send['rounds']} rounds): TLS, preadv into a pooled buffer {send['pooled']:.2f}; "
+            f"TLS, a new bytes per 1 MiB chunk {send['naive']:.2f}; plaintext sendfile {send['sendfile']:.2f}",
+        ]
     machine = document["machine"]
     return "\n".join(
         [
@@ -321,6 +414,7 @@ def render(document: dict[str, Any]) -> str:
             f"sizes: {document['sizes']}",
             "",
             common.table(header, rows),
+            *send_lines,
         ]
     )
 

@@ -21,8 +21,11 @@ def test_the_tls_benchmark_runs_quick(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
-    assert set(document["shapes"]) == {"fetch", "produce", "connect"}
-    for name, shape in document["shapes"].items():
+    shapes = document["shapes"]
+    assert set(shapes) == {"fetch", "produce", "connect", "send"}
+    send = shapes.pop("send")
+    assert all(send[kind] > 0 for kind in ("pooled", "naive", "sendfile")), send
+    for name, shape in shapes.items():
         assert shape["plaintext"] > 0 and shape["secure"] > 0, (name, shape)
         assert 0 < shape["ratio"] < 10, (name, shape)
         assert shape["rounds"] == 2
