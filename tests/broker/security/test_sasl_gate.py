@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.broker.memory_connection import closed, fake_broker
 from tributary.broker import connection
@@ -23,18 +25,25 @@ from tributary.broker.context import RequestContext
 from tributary.broker.dispatch import advertised_versions
 from tributary.broker.security.authentication import ConnectionAuthentication
 from tributary.broker.security.principal import ANONYMOUS, KafkaPrincipal
-from tributary.broker.security.sasl import SaslSession
+from tributary.broker.security.sasl import PRE_AUTHENTICATION_APIS, IllegalSaslState, Phase, SaslSession
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.framing import FrameDecoder, frame
 from tributary.protocol.headers import decode_response, encode_request
 from tributary.protocol.messages import (
+    ApiKey,
     ApiVersionsRequest,
     MetadataRequest,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
 from tributary.protocol.sasl.plain import encode_plain
-from tributary.protocol.sasl.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramClient, credential_from_password
+from tributary.protocol.sasl.scram import (
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    ScramClient,
+    ScramError,
+    credential_from_password,
+)
 from tributary.protocol.schema import Declared
 
 USERS = {
@@ -225,3 +234,45 @@ async def test_bad_frames_before_authentication_close_the_connection(payload: by
     async with sasl_connection(stand_in) as client:
         await client.stream.send_all(payload)
         await closed(client.stream, within=5)
+
+
+# --- the state machine alone, any sequence of events ------------------------------------------------
+
+events = st.lists(
+    st.one_of(
+        st.tuples(st.just("handshake"), st.sampled_from(["SCRAM-SHA-512", "PLAIN", "GSSAPI", ""]), st.integers(0, 1)),
+        st.tuples(st.just("token"), st.sampled_from(["good", "bad", "garbage"]), st.just(0)),
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=events)
+def test_any_sequence_of_events_keeps_kafkas_rules(events: list[tuple[str, str, int]]) -> None:
+    """Whatever a client sends, in any order: nothing but ApiVersions, SaslHandshake and
+    SaslAuthenticate is admitted before the exchange completes; a failed exchange admits
+    nothing; a principal exists exactly when it completed; nothing raises but IllegalSaslState."""
+    session = SaslSession(("SCRAM-SHA-512", "PLAIN"), lookup)
+    client: ScramClient | None = None
+    for kind, value, version in events:
+        try:
+            if kind == "handshake":
+                if session.handshake(value, version) and value == "SCRAM-SHA-512":
+                    client = ScramClient(SCRAM_SHA_512, "alice", "alice-secret")
+            else:
+                token = {"garbage": b"\xff\x00garbage", "bad": encode_plain("alice", "nope")}.get(value, b"")
+                if value == "good" and client is not None:
+                    token = client.first() if session.phase is Phase.AUTHENTICATE and not client.done else b""
+                step = session.authenticate(token)
+                if value == "good" and client is not None and not step.failed and not session.complete:
+                    session.authenticate(client.final(step.token))
+        except IllegalSaslState:
+            pass
+        except ScramError:
+            pass
+        if session.phase is Phase.FAILED:
+            assert not any(session.admits(k) for k in ApiKey)
+        elif not session.complete:
+            assert {k for k in ApiKey if session.admits(k)} <= PRE_AUTHENTICATION_APIS
+        assert (session.principal is not None) == session.complete
