@@ -11,7 +11,10 @@ fallback makes the fewest copies Python allows: ``os.preadv`` reads each chunk
 straight into a reused buffer (no new bytes object per chunk), and a memoryview
 of it goes to ``send_all``, which encrypts from it. The buffers come from a
 small free list shared by every connection: a fetch holds one only while it
-sends. docs/benchmarks.md compares this path with plaintext sendfile.
+sends. Measured, this saves no CPU worth the name against a new bytes object
+per chunk (the encryption and trio's copy out of its BIO are the cost, ten
+times sendfile's per GB); it keeps the heap from churning. docs/benchmarks.md
+has the figures.
 """
 
 from __future__ import annotations
@@ -22,11 +25,10 @@ from typing import Protocol
 
 import trio
 
-# Bytes per read on the fallback path: large enough to amortise the syscalls, small enough
-# that trio's SSLStream (which copies each encrypted chunk out of its memory BIO into a new
-# bytes object) stays in cache. Measured for TLS, sender CPU per GB: 64 KiB 0.93, 128 KiB
-# 0.78, 256 KiB 0.65, 1 MiB 0.74; reading into a new bytes object per 1 MiB chunk (os.pread)
-# instead of a pooled buffer cost 0.85-1.06.
+# Bytes per read on the fallback path: large enough to amortise the syscalls (64 KiB cost a
+# third more CPU per GB over TLS than 256 KiB), small enough that a TLS fetch in flight holds
+# little: trio's SSLStream copies each encrypted chunk out of its memory BIO into a new bytes
+# object of about this size. 256 KiB and 1 MiB measured alike (bench/bench_tls.py, "send").
 FALLBACK_CHUNK = 256 * 1024
 # Free buffers kept for the fallback path (more in use at once are made and dropped).
 _POOL_SIZE = 8
