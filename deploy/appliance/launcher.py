@@ -63,6 +63,8 @@ def zookeeper_command(config: Path, java: str | None = None) -> list[str]:
         "org.apache.zookeeper.server.ZooKeeperServerMain",
         str(config),
     ]
+
+
 # How long a restarted broker waits for its old registration to go; the broker's
 # default ZooKeeper session timeout is 18 s.
 REGISTRATION_WAIT = 60.0
