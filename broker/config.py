@@ -21,6 +21,7 @@ from tributary.broker.group.consumer_assignors import ASSIGNOR_CLASS_NAMES, SERV
 from tributary.broker.log.config import LogConfig
 from tributary.broker.replication.config import ReplicationConfig
 from tributary.broker.security.authorizer_config import AuthorizerConfig, parse_super_users
+from tributary.broker.security.config import SecurityConfig, SecurityConfigError, is_security_key, load_security
 from tributary.broker.txn.config import TxnConfig
 
 
@@ -47,6 +48,7 @@ def parse_host_port(name: str, text: str) -> HostPort:
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     broker_id: int
+    #: The first listener's bind and advertised addresses (all of them: ``security.listeners``).
     listen: HostPort
     data_dir: Path
     zookeeper: str
@@ -99,7 +101,7 @@ class BrokerConfig:
     # for transports sendfile cannot reach).
     sendfile: bool = True
     # The Prometheus endpoint (``metrics.port``): None serves none; 0 binds any free
-    # port (logged). Its host defaults to the listen host.
+    # port (logged). It binds 127.0.0.1 unless ``metrics.host`` says otherwise.
     metrics_port: int | None = None
     metrics_host: str | None = None
     log: LogConfig = field(default_factory=LogConfig)
@@ -107,6 +109,11 @@ class BrokerConfig:
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
     txn: TxnConfig = field(default_factory=TxnConfig)
     authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
+    #: Listeners, TLS, SASL and the inter-broker client (broker/security/config.py); load()
+    #: always sets it, the default (one PLAINTEXT listener) serves tests that build a config.
+    security: SecurityConfig = field(
+        default_factory=lambda: SecurityConfig.plaintext("127.0.0.1", 9092, "127.0.0.1", 9092)
+    )
 
 
 def _int(name: str, value: Any) -> int:
@@ -275,7 +282,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "super.users": ("authorizer.super_users", _principals),
     "allow.everyone.if.no.acl.found": ("authorizer.allow_everyone_if_no_acl_found", _bool),
 }
-REQUIRED = ("id", "listen", "data-dir", "zookeeper")
+REQUIRED = ("id", "data-dir", "zookeeper")
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -314,6 +321,8 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
     """Merge the TOML file (if any) and the flags (which win) into a checked config."""
     settings = read_toml(config_file) if config_file is not None else {}
     settings.update({k: v for k, v in flags.items() if v is not None})
+    # Listeners, TLS and SASL keys have their own reader (several are per listener).
+    security_settings = {k: settings.pop(k) for k in [k for k in settings if is_security_key(k)]}
     unknown = sorted(set(settings) - set(_SETTINGS))
     if unknown:
         raise ConfigError(f"unknown setting '{unknown[0]}' (known: {', '.join(sorted(_SETTINGS))})")
@@ -338,11 +347,20 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
     _check_connection_limits(top)
     if not 0 <= top.get("metrics_port", 0) <= 65535:
         raise ConfigError(f"setting 'metrics.port' must be a port number 0-65535, got {top['metrics_port']}")
-    listen: HostPort = top["listen"]
-    if "advertise" not in top:
-        if listen.host in ("0.0.0.0", "::", ""):
-            raise ConfigError("setting 'advertise' is missing: 'listen' binds every address, so clients need a name")
-        top["advertise"] = listen
+    listen: HostPort | None = top.get("listen")
+    advertise: HostPort | None = top.get("advertise")
+    try:
+        security = load_security(
+            security_settings,
+            (listen.host, listen.port) if listen is not None else None,
+            (advertise.host, advertise.port) if advertise is not None else None,
+        )
+    except SecurityConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    first = security.listeners[0]
+    top["listen"] = HostPort(first.bind.host, first.bind.port)
+    top["advertise"] = HostPort(first.advertised.host, first.advertised.port)
+    top["security"] = security
     try:
         group = GroupConfig(**sections["group"])
         replication = ReplicationConfig(**sections["replication"])

@@ -1,10 +1,11 @@
 """The API versions Tributary speaks, as advertised in ApiVersions.
 
-Only non-flexible versions are listed, apart from ApiVersions v3, InitProducerId v2-4 (v3 is
-KIP-360's epoch bump, which librdkafka's transactional producer needs to recover from an
-abortable error; v2 is where that API turns flexible) and the APIs that have no other
-(AlterPartitionReassignments, ListPartitionReassignments, DescribeTransactions,
-ListTransactions): librdkafka
+Only non-flexible versions are listed, apart from ApiVersions v3, SaslAuthenticate v2,
+InitProducerId v2-4 (v3 is KIP-360's epoch bump, which librdkafka's transactional producer
+needs to recover from an abortable error; v2 is where that API turns flexible) and the APIs
+that have no other (AlterPartitionReassignments, ListPartitionReassignments,
+DescribeTransactions, ListTransactions, Describe/AlterUserScramCredentials, the KIP-848
+ConsumerGroup APIs): librdkafka
 2.0.2 (Debian's kcat) enables message format v2, zstd and groups only when
 specific older versions fall inside the advertised ranges, and every listed
 version must round-trip through the codec (the tests check it).
@@ -64,6 +65,12 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: Versions(0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: Versions(0, 0),
     ApiKey.LIST_TRANSACTIONS: Versions(0, 1),
+    # SASL: v0 handshakes are followed by raw tokens, v1 by SaslAuthenticate; SaslAuthenticate
+    # v2 is flexible and is what Kafka's Java client picks (librdkafka 2.0 stops at v1).
+    ApiKey.SASL_HANDSHAKE: Versions(0, 1),
+    ApiKey.SASL_AUTHENTICATE: Versions(0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Versions(0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Versions(0, 0),
 }
 
 #: The consumer-protocol Subscription and Assignment versions we write; newer

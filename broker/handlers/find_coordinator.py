@@ -45,10 +45,16 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
         error, coordinator = ErrorCode.INVALID_REQUEST, None
     if coordinator is None:
         return FindCoordinatorResponse(error_code=error, error_message=error.name, node_id=-1, host="", port=-1)
+    # The coordinator's address on the listener this client uses.
+    address = coordinator.address(ctx.listener)
+    if address is None:
+        return FindCoordinatorResponse(
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            error_message=f"the coordinator has no listener {ctx.listener}",
+            node_id=-1,
+            host="",
+            port=-1,
+        )
     return FindCoordinatorResponse(
-        error_code=ErrorCode.NONE,
-        error_message=None,
-        node_id=coordinator.id,
-        host=coordinator.host,
-        port=coordinator.port,
+        error_code=ErrorCode.NONE, error_message=None, node_id=coordinator.id, host=address[0], port=address[1]
     )

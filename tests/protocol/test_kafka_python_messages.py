@@ -40,6 +40,8 @@ from tributary.protocol.messages import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     ApiKey,
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -67,6 +69,8 @@ from tributary.protocol.messages import (
     DescribeLogDirsResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     EndTxnRequest,
@@ -105,6 +109,10 @@ from tributary.protocol.messages import (
     OffsetForLeaderEpochResponse,
     ProduceRequest,
     ProduceResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
     SyncGroupRequest,
     SyncGroupResponse,
     TxnOffsetCommitRequest,
@@ -1457,6 +1465,76 @@ def _(v: int) -> Any:
     )
 
 
+@builds(SaslHandshakeRequest)
+def _(v: int) -> Any:
+    return SaslHandshakeRequest(mechanism="SCRAM-SHA-512")
+
+
+@builds(SaslHandshakeResponse)
+def _(v: int) -> Any:
+    return SaslHandshakeResponse(error_code=33, mechanisms=["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+
+
+@builds(SaslAuthenticateRequest)
+def _(v: int) -> Any:
+    return SaslAuthenticateRequest(auth_bytes=b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL")
+
+
+@builds(SaslAuthenticateResponse)
+def _(v: int) -> Any:
+    return SaslAuthenticateResponse(
+        error_code=58, error_message="Authentication failed", auth_bytes=b"", session_lifetime_ms=0
+    )
+
+
+@builds(DescribeUserScramCredentialsRequest)
+def _(v: int) -> Any:
+    r = DescribeUserScramCredentialsRequest
+    return r(users=[r.UserName(name="alice"), r.UserName(name="mirror-east")])
+
+
+@builds(DescribeUserScramCredentialsResponse)
+def _(v: int) -> Any:
+    r = DescribeUserScramCredentialsResponse
+    return r(
+        throttle_time_ms=0, error_code=0, error_message=None,
+        results=[
+            r.DescribeUserScramCredentialsResult(
+                user="alice", error_code=0, error_message=None,
+                credential_infos=[r.CredentialInfo(mechanism=2, iterations=4096)],
+            ),
+            r.DescribeUserScramCredentialsResult(
+                user="bob", error_code=91, error_message="no such user", credential_infos=[]
+            ),
+        ],
+    )  # fmt: skip
+
+
+@builds(AlterUserScramCredentialsRequest)
+def _(v: int) -> Any:
+    r = AlterUserScramCredentialsRequest
+    return r(
+        deletions=[r.ScramCredentialDeletion(name="old", mechanism=1)],
+        upsertions=[
+            r.ScramCredentialUpsertion(
+                name="alice", mechanism=2, iterations=4096, salt=b"salt" * 8, salted_password=bytes(range(64))
+            )
+        ],
+    )
+
+
+@builds(AlterUserScramCredentialsResponse)
+def _(v: int) -> Any:
+    r = AlterUserScramCredentialsResponse
+    return r(
+        throttle_time_ms=0,
+        results=[
+            r.AlterUserScramCredentialsResult(user="alice", error_code=0, error_message=None),
+            r.AlterUserScramCredentialsResult(user="old", error_code=91, error_message="no such credential"),
+        ],
+    )
+
+
 # --- the matrix ---
 
 # The brief's versions, plus flexible versions both libraries declare (tagged fields, compact types).
@@ -1496,6 +1574,10 @@ VERSIONS: dict[ApiKey, list[int]] = {
     ApiKey.TXN_OFFSET_COMMIT: [0, 1, 2, 3],
     ApiKey.DESCRIBE_TRANSACTIONS: [0],
     ApiKey.LIST_TRANSACTIONS: [0, 1],
+    ApiKey.SASL_HANDSHAKE: [0, 1],
+    ApiKey.SASL_AUTHENTICATE: [0, 1, 2],
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [0],
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [0],
     ApiKey.DESCRIBE_ACLS: [0, 1, 2, 3],
     ApiKey.CREATE_ACLS: [0, 1, 2, 3],
     ApiKey.DELETE_ACLS: [0, 1, 2, 3],
