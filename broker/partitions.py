@@ -31,6 +31,7 @@ from tributary.broker.log.manager import LogManager
 from tributary.broker.replication.leader_state import LeaderState
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.records import ControlType
 
 log = logging.getLogger(__name__)
 
@@ -136,12 +137,30 @@ class Partition:
 
     # --- appending as the leader
 
-    def append(self, records: BytesLike, now_ms: int) -> AppendResult:
-        """Append as the leader (offsets and this epoch stamped), then advance the high watermark."""
-        result = self.log.append(records, self.leader_epoch, now_ms)
+    def append(self, records: BytesLike, now_ms: int, *, coordinator: bool = False) -> AppendResult:
+        """Append as the leader (offsets and this epoch stamped), then advance the high watermark.
+        ``coordinator``: written by this broker's group coordinator (see PartitionLog.append)."""
+        result = self.log.append(records, self.leader_epoch, now_ms, coordinator=coordinator)
         if not result.duplicate:
             self.notify_appended()
             self.leader_appended()
+        return result
+
+    def append_marker(
+        self, marker: ControlType, producer_id: int, producer_epoch: int, coordinator_epoch: int, now_ms: int
+    ) -> AppendResult:
+        """Append a transaction marker as the leader (WriteTxnMarkers), then advance the high
+        watermark; readers of committed data wake, as the last stable offset may move."""
+        result = self.log.append_marker(
+            marker,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            leader_epoch=self.leader_epoch,
+            now_ms=now_ms,
+        )
+        self.notify_appended()
+        self.leader_appended()
         return result
 
     def leader_appended(self) -> None:

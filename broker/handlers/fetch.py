@@ -6,6 +6,11 @@ when it is larger than the limits (KIP-74), so a consumer never stalls on a big
 batch. Fetch sessions (KIP-227) are declined: session id 0 tells the client to
 send full fetch requests, and a full response names every requested partition.
 
+``isolation_level`` 1 (read_committed) reads up to the partition's last stable offset and
+names the aborted transactions whose data overlaps what is returned (from the segments'
+``.txnindex``); the client drops those batches. read_uncommitted reads up to the high
+watermark, and followers up to the log end; every answer reports both bounds.
+
 Waiting is woken by appends, not by polling: the handler registers one event
 with every partition it reads and sleeps until an append sets it or
 max_wait_ms passes.
@@ -21,6 +26,7 @@ import trio
 from tributary.broker.context import RequestContext
 from tributary.broker.log.errors import LogClosedError, OffsetOutOfRangeError, StorageError
 from tributary.broker.log.log import FileRegion, ReadResult
+from tributary.broker.log.reads import Isolation
 from tributary.broker.partitions import Partition, leader_epoch_error
 from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
@@ -62,12 +68,22 @@ def _read_all(
     broker = ctx.broker
     budget = request.max_bytes
     follower = request.replica_id if request.replica_id >= 0 else None
+    isolation = (
+        Isolation.READ_COMMITTED
+        if follower is None and request.isolation_level == Isolation.READ_COMMITTED
+        else Isolation.READ_UNCOMMITTED
+    )
     total = 0
     errors = False
     readable: list[Partition] = []
     topics: dict[str, FetchResponse.FetchableTopicResponse] = {}
     for name, req in _requested(request):
-        out = FetchResponse.PartitionData(partition_index=req.partition, high_watermark=-1, records=b"")
+        out = FetchResponse.PartitionData(
+            partition_index=req.partition,
+            high_watermark=-1,
+            records=b"",
+            aborted_transactions=[] if isolation == Isolation.READ_COMMITTED else None,
+        )
         topics.setdefault(name, FetchResponse.FetchableTopicResponse(topic=name)).partitions.append(out)
         if name not in readable_topics:
             out.error_code, errors = ErrorCode.TOPIC_AUTHORIZATION_FAILED, True
@@ -83,10 +99,11 @@ def _read_all(
             # The leader learns the follower's log end from where it asks to read, before
             # answering, so the high watermark sent back already counts this fetch.
             broker.replicas.follower_fetched(target, follower, req.fetch_offset)
-        visible = plog.visible_end_offset()
-        out.high_watermark = out.last_stable_offset = visible
-        # A follower copies the whole log; consumers see only what is committed.
-        read_end = plog.log_end_offset if follower is not None else visible
+        out.high_watermark = plog.visible_end_offset()
+        out.last_stable_offset = plog.last_stable_offset
+        # A follower copies the whole log; consumers see what every in-sync replica has, and
+        # read_committed consumers only the transactions already decided.
+        read_end = plog.log_end_offset if follower is not None else plog.visible_end_offset(isolation)
         limit = min(req.partition_max_bytes, budget)
         if limit <= 0 and total > 0:
             continue
@@ -97,6 +114,12 @@ def _read_all(
         except (OffsetOutOfRangeError, LogClosedError, StorageError) as exc:
             out.error_code, errors = exc.error_code, True
             continue
+        if isolation == Isolation.READ_COMMITTED:
+            # The client drops these producers' batches itself (the broker never rereads them).
+            out.aborted_transactions = [
+                FetchResponse.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                for t in (plog.aborted_transactions(req.fetch_offset, result.next_offset) if result.size else ())
+            ]
         if result.size:
             out.records = FileRecords(list(result.regions))  # type: ignore[assignment]
             total += result.size

@@ -1,5 +1,8 @@
 """ListOffsets: earliest, latest, or the first offset at or after a timestamp.
 
+"Latest" is the high watermark, or with isolation_level 1 (read_committed, v2+) the last
+stable offset; a timestamp finds only records below that same bound.
+
 A leader elected a moment ago may not know its high watermark yet: its log can hold batches,
 appended under the previous leader, that every in-sync replica has and that are therefore
 committed, while its high watermark still lags behind them until the followers fetch. A consumer
@@ -13,6 +16,7 @@ predates that error).
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
+from tributary.broker.log.reads import Isolation
 from tributary.broker.partitions import leader_epoch_error
 from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
@@ -30,6 +34,8 @@ OFFSET_NOT_AVAILABLE_VERSION = 5
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     broker = ctx.broker
     snapshot = broker.snapshot()
+    # v2+: a read_committed consumer's "latest" is the last stable offset (Kafka's rule).
+    isolation = Isolation.READ_COMMITTED if request.isolation_level == 1 else Isolation.READ_UNCOMMITTED
     described = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
@@ -62,14 +68,14 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 continue
             out.leader_epoch = target.leader_epoch
             if req.timestamp == LATEST:
-                out.offset = plog.visible_end_offset()
+                out.offset = plog.visible_end_offset(isolation)
             elif req.timestamp == EARLIEST:
                 out.offset = plog.log_start_offset
             elif req.timestamp < 0:
                 out.error_code = ErrorCode.UNSUPPORTED_VERSION
             else:
-                found = plog.offset_for_timestamp(req.timestamp)
-                if found is None or found[0] >= plog.visible_end_offset():
+                found = plog.offset_for_timestamp(req.timestamp, isolation)
+                if found is None or found[0] >= plog.visible_end_offset(isolation):
                     out.offset, out.timestamp = -1, -1  # no record at or after it: Kafka's "unknown"
                 else:
                     out.offset, out.timestamp = found

@@ -127,6 +127,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         allow_create = broker.config.auto_create_topics and (ctx.api_version < 4 or request.allow_auto_topic_creation)
         topics = [await _describe(ctx, t.name, allow_create) for t in request.topics if t.name is not None]
         snapshot = broker.snapshot()
+    # Each broker at its address on the listener this client came in on (Kafka's rule); a
+    # broker without that listener is left out.
+    addresses = {b.id: b.address(ctx.listener) for b in snapshot.brokers.values()}
     if request.include_topic_authorized_operations:
         for topic in topics:
             if topic.error_code == ErrorCode.NONE and topic.name is not None:
@@ -137,8 +140,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     return MetadataResponse(
         cluster_authorized_operations=cluster_operations,
         brokers=[
-            MetadataResponse.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
+            MetadataResponse.MetadataResponseBroker(node_id=b.id, host=address[0], port=address[1], rack=b.rack)
             for b in sorted(snapshot.brokers.values(), key=lambda b: b.id)
+            if (address := addresses[b.id]) is not None
         ],
         cluster_id=snapshot.cluster_id,
         controller_id=snapshot.controller_id if snapshot.controller_id is not None else -1,

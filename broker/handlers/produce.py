@@ -27,6 +27,7 @@ from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.group.placement import OFFSETS_TOPIC
 from tributary.broker.log.errors import LogError, StorageError
 from tributary.broker.partitions import Partition
+from tributary.broker.txn.placement import TRANSACTION_STATE_TOPIC
 from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.errors import ProtocolError, UnsupportedMagicError
@@ -77,9 +78,9 @@ async def _append(partition: Partition, records: bytes) -> tuple[ProduceResponse
 def _refused_outright(request: ProduceRequest, topic: str, data: ProduceRequest.PartitionProduceData) -> ErrorCode:
     if request.acks not in (0, 1, -1):
         return ErrorCode.INVALID_REQUIRED_ACKS
-    if topic == OFFSETS_TOPIC:
-        # Only the group coordinator writes there (as in Kafka): a foreign record
-        # would be read back as group state.
+    if topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+        # Only the coordinators write there (as in Kafka): a foreign record
+        # would be read back as group or transaction state.
         return ErrorCode.INVALID_TOPIC_EXCEPTION
     if data.records is None:
         return ErrorCode.CORRUPT_MESSAGE

@@ -37,31 +37,44 @@ from tributary.broker.log.errors import (
     RecordTooLargeError,
     StorageError,
 )
-from tributary.broker.log.files import atomic_write, fsync_dir, unlink_quietly
-from tributary.broker.log.producer_state import ProducerStateManager
-from tributary.broker.log.reads import FileRegion, ReadResult
+from tributary.broker.log.files import fsync_dir, unlink_quietly
+from tributary.broker.log.producer_snapshots import (
+    LEGACY_SNAPSHOT_FILE,
+    delete_snapshots,
+    load_latest,
+    sync_snapshot,
+    write_snapshot,
+)
+from tributary.broker.log.producer_state import CompletedTxn, ProducerStateManager
+from tributary.broker.log.reads import READ_UNCOMMITTED, FileRegion, Isolation, ReadResult
 from tributary.broker.log.segment import (
     INT32_MAX,
     LOG_SUFFIX,
     SEGMENT_SUFFIXES,
     Segment,
     parse_segment_file_name,
+    scan_batches,
 )
+from tributary.broker.log.txn_index import AbortedTxn, collect_aborted
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError, ProtocolError
 from tributary.protocol.records import (
     LOG_APPEND_TIME,
     BatchHeader,
+    ControlType,
+    Marker,
+    build_marker_batch,
     check_records,
     iter_records,
     parse_batch_header,
+    read_marker,
     set_base_offset,
     set_partition_leader_epoch,
     stamp_log_append_time,
     verify_crc,
 )
 
-__all__ = ["PRODUCER_STATE_FILE", "AppendResult", "FileRegion", "PartitionLog", "ReadResult", "SwapRefusedError"]
+__all__ = ["AppendResult", "FileRegion", "PartitionLog", "ReadResult", "SwapRefusedError"]
 
 
 class SwapRefusedError(Exception):
@@ -91,12 +104,6 @@ def _first_record_at(segment: Segment, header: BatchHeader, timestamp: int) -> t
 
 
 log = logging.getLogger(__name__)
-
-#: Written at a clean close, read and removed at the next open.
-PRODUCER_STATE_FILE = "producer-state.snapshot"
-#: Without a snapshot, producer state is rebuilt from the headers of this many
-#: last segments: enough for retries, which come within minutes of the original.
-PRODUCER_STATE_SEGMENTS = 2
 
 
 def _now_ms() -> int:
@@ -150,6 +157,8 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._first_unflushed_ms: int | None = None
         self._rolled_unflushed = False
+        # Producer state snapshots taken at rolls and not yet fsynced.
+        self._unsynced_snapshots: list[Path] = []
         # Opening may have created or deleted segment files.
         self._dir_dirty = True
         self._truncations = 0
@@ -197,6 +206,9 @@ class PartitionLog:
         # What was on disk before this start: everything after a clean shutdown, up to the
         # checkpointed recovery point after a crash. Only what lies past it may be torn.
         flushed_until = sys.maxsize if clean_shutdown else recovery_point
+        # The first segment whose aborted-transaction index cannot be trusted: it is rebuilt, with
+        # every later one's, from the markers the producer state replay meets.
+        rebuild_from: int | None = None
         try:
             if not bases:
                 segments.append(Segment.create(path, 0, now_ms))
@@ -209,28 +221,32 @@ class PartitionLog:
                     continue
                 segments.append(segment)
                 last = i == len(bases) - 1
-                recover = last or not segment.had_index_files or (not clean_shutdown and bases[i + 1] > recovery_point)
+                unflushed = not clean_shutdown and (last or bases[i + 1] > recovery_point)
+                recover = last or not segment.had_index_files or unflushed
                 if not recover:
                     try:
                         segment.load_tail()
                     except CorruptRecordError as exc:
                         log.warning("%s: segment %d is inconsistent (%s): recovering it", path, base, exc)
                         recover = True
+                removed = 0
                 if recover:
                     removed = segment.recover(config.index_interval_bytes, flushed_until)
                     if removed:
                         log.warning("%s: cut %d bytes of torn or corrupt data from segment %d", path, removed, base)
                         cut = not last
+                if rebuild_from is None and (unflushed or removed or (recover and not segment.had_index_files)):
+                    rebuild_from = base
             for segment in segments[:-1]:
                 segment.seal()  # restores the final time entry a crash after a roll may have lost
             segments[-1].activate()
-            log_end = segments[-1].next_offset
-            producers = _load_producer_state(path, log_end, now_ms) or _rebuild_producer_state(segments, now_ms)
+            producers = _recover_producer_state(path, segments, rebuild_from, now_ms)
             epochs = _load_epochs(path, segments)
         except BaseException:
             for segment in segments:
                 segment.retire()
             raise
+        log_end = segments[-1].next_offset
         recovery_point = log_end if clean_shutdown else min(recovery_point, log_end)
         return cls(path, config, segments, recovery_point, producers, epochs=epochs)
 
@@ -248,10 +264,32 @@ class PartitionLog:
     def log_end_offset(self) -> int:
         return self._segments[-1].next_offset
 
-    def visible_end_offset(self) -> int:
-        """The end of what consumers may read: the high watermark. Every
-        consumer-facing bound goes through here."""
+    def visible_end_offset(self, isolation: Isolation = READ_UNCOMMITTED) -> int:
+        """The end of what consumers may read: the high watermark, or for a reader of
+        committed data (read_committed) the last stable offset. Every consumer-facing bound
+        goes through here."""
+        if isolation == Isolation.READ_COMMITTED:
+            return self.last_stable_offset
         return self.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest transaction not yet decided for every replica
+        (open, or closed by a marker at or above the high watermark), or the high watermark:
+        below it every transaction's fate is known."""
+        high_watermark = self.high_watermark
+        first = self._producers.first_unstable_offset(high_watermark)
+        if first is None or first >= high_watermark:
+            return high_watermark
+        return max(first, self.log_start_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions whose data overlaps [fetch_offset, upper_bound): what a
+        read_committed fetch returning those offsets tells its client to drop."""
+        segments = self._segments
+        first = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        found, _ = collect_aborted([s.txn_index for s in segments[first:]], fetch_offset, upper_bound)
+        return found
 
     @property
     def high_watermark(self) -> int:
@@ -312,14 +350,22 @@ class PartitionLog:
 
     # --- appending ------------------------------------------------------------
 
-    def append(self, records: BytesLike, leader_epoch: int, now_ms: int) -> AppendResult:
+    def append(self, records: BytesLike, leader_epoch: int, now_ms: int, *, coordinator: bool = False) -> AppendResult:
         """Validates every batch of ``records``, then assigns offsets and
-        writes them; raises (writing nothing) if any batch is refused."""
+        writes them; raises (writing nothing) if any batch is refused.
+
+        ``coordinator``: the batches come from this broker's group coordinator (transactional
+        offset commits), as Kafka's AppendOrigin.COORDINATOR: their sequence numbers are not
+        the producer's and are not checked, but epochs fence as for a client."""
         self._check_open()
         config = self.config
         buf = bytearray(records)
         batches = _validate(buf, config)
-        duplicate = self._producers.check(header for _, header in batches)
+        if coordinator:
+            self._producers.check_coordinator_batches(header for _, header in batches)
+            duplicate = None
+        else:
+            duplicate = self._producers.check(header for _, header in batches)
         if duplicate is not None:
             return AppendResult(
                 duplicate.first_offset,
@@ -343,6 +389,32 @@ class PartitionLog:
         count = self._write(buf, assigned, now_ms)
         first, last = assigned[0][1], assigned[-1][1]
         return AppendResult(first.base_offset, last.last_offset, append_time, count, self.log_start_offset)
+
+    def append_marker(
+        self,
+        marker: ControlType,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        leader_epoch: int,
+        now_ms: int,
+    ) -> AppendResult:
+        """Appends the end-transaction marker a transaction coordinator asked for (the only
+        control batch a log takes from its leader's side); refused, writing nothing, from an
+        older producer epoch or an older coordinator than the producer's last marker."""
+        self._check_open()
+        self._producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        buf = bytearray(
+            build_marker_batch(
+                marker, producer_id, producer_epoch, coordinator_epoch, now_ms, partition_leader_epoch=leader_epoch
+            )
+        )
+        offset = self.log_end_offset
+        set_base_offset(buf, 0, offset)
+        header = parse_batch_header(buf)
+        count = self._write(buf, [(0, header)], now_ms)
+        return AppendResult(offset, offset, -1, count, self.log_start_offset)
 
     def append_as_follower(self, records: BytesLike, now_ms: int) -> AppendResult:
         """Appends batches copied from the leader as they are: their offsets, leader epochs and
@@ -392,8 +464,11 @@ class PartitionLog:
             raise self._storage_failure("appending", exc) from exc
         self._storage_recovered()
         count = 0
-        for _, header in assigned:
-            self._producers.record(header, now_ms)
+        for pos, header in assigned:
+            marker = _marker(buf, pos, header, self._dir) if header.is_control else None
+            completed = self._producers.record(header, now_ms, marker)
+            if completed is not None and completed.aborted:
+                segment.txn_index.append(_aborted_entry(self._producers, completed))
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
             count += header.record_count
         with self._lock:
@@ -427,6 +502,9 @@ class PartitionLog:
         old = self._segments[-1]
         new = Segment.create(self._dir, old.next_offset, now_ms)
         try:
+            # As Kafka: the producer state as of the roll, so that a recovery replays at most the
+            # segments after the last roll (synced with the rolled segment, soon: see flush).
+            snapshot = write_snapshot(self._dir, self._producers, new.base_offset, durable=False)
             new.activate()
             old.seal()
         except OSError:
@@ -439,6 +517,7 @@ class PartitionLog:
             # As Kafka: a rolled segment is flushed soon whatever the flush policy.
             self._rolled_unflushed = True
             self._dir_dirty = True
+            self._unsynced_snapshots.append(snapshot)
         return new
 
     # --- reading --------------------------------------------------------------
@@ -491,7 +570,7 @@ class PartitionLog:
             visible_end_offset=visible,
         )
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+    def offset_for_timestamp(self, timestamp: int, isolation: Isolation = READ_UNCOMMITTED) -> tuple[int, int] | None:
         """(offset, timestamp) of the first visible record stamped at or after
         ``timestamp``; None if there is none.
 
@@ -505,7 +584,7 @@ class PartitionLog:
             if segment.max_timestamp >= timestamp:
                 header = segment.find_timestamp(timestamp)
                 if header is not None:
-                    if header.base_offset >= self.visible_end_offset():
+                    if header.base_offset >= self.visible_end_offset(isolation):
                         return None
                     return _first_record_at(segment, header, timestamp)
         return None
@@ -543,6 +622,7 @@ class PartitionLog:
                 first, self._first_unflushed_ms = self._first_unflushed_ms, None
                 rolled, self._rolled_unflushed = self._rolled_unflushed, False
                 sync_dir, self._dir_dirty = self._dir_dirty, False
+                snapshots, self._unsynced_snapshots = self._unsynced_snapshots, []
             pinned = [s for s in segments if s.dirty and s.try_pin()]
             # Cleared before the fsync: a write racing it sets the flag again.
             for segment in pinned:
@@ -552,6 +632,7 @@ class PartitionLog:
             try:
                 for segment in pinned:
                     segment.fsync()
+                _sync_snapshots(snapshots)
                 if sync_dir:
                     fsync_dir(self._dir)
                 done = True
@@ -573,6 +654,7 @@ class PartitionLog:
                             self._first_unflushed_ms = first
                         self._rolled_unflushed |= rolled
                         self._dir_dirty |= sync_dir
+                        self._unsynced_snapshots[:0] = snapshots
 
     def _storage_failure(self, action: str, cause: OSError | str) -> StorageError:
         """Counts a failure of the disk and logs it once per incident (not once per request:
@@ -631,6 +713,7 @@ class PartitionLog:
             self._bases = self._bases[doomed:]
         for segment in segments[:doomed]:
             segment.delete_files()
+        delete_snapshots(self._dir, below=self.log_start_offset)
         self._producers.truncate_head(self.log_start_offset)
         self.epochs.truncate_from_start(self.log_start_offset)
         self._write_epochs()
@@ -669,7 +752,9 @@ class PartitionLog:
         active = keep[-1]
         active.truncate_to(offset)
         active.activate()
-        self._producers = _rebuild_producer_state(keep, _now_ms() if now_ms is None else now_ms)
+        # The state as of the new end: from the newest snapshot at or below it, replayed.
+        delete_snapshots(self._dir, above=offset)
+        self._producers = _recover_producer_state(self._dir, keep, None, _now_ms() if now_ms is None else now_ms)
         self.epochs.truncate_from_end(offset)
         self._write_epochs()
         self._high_watermark = min(self._high_watermark, offset)
@@ -734,6 +819,7 @@ class PartitionLog:
         for segment in old:
             segment.delete_files()
         self._note_truncation(0)
+        delete_snapshots(self._dir)
         self._producers = ProducerStateManager()
         self.epochs.truncate_from_end(-1)
         self._write_epochs()
@@ -749,7 +835,7 @@ class PartitionLog:
         if self._closed:
             return
         self.flush()
-        atomic_write(self._dir / PRODUCER_STATE_FILE, self._producers.to_bytes(self.log_end_offset))
+        write_snapshot(self._dir, self._producers, self.log_end_offset, durable=True)
         with self._lock:
             self._closed = True
         for segment in self._segments:
@@ -837,36 +923,90 @@ def _discover(path: Path) -> list[int]:
     return sorted(bases)
 
 
-def _load_producer_state(path: Path, log_end: int, now_ms: int) -> ProducerStateManager | None:
-    """The state a clean close saved, if it matches the log; the file is
-    removed either way, so a later crash never reads a stale one."""
-    snapshot = path / PRODUCER_STATE_FILE
+def _sync_snapshots(paths: Sequence[Path]) -> None:
+    for path in paths:
+        sync_snapshot(path)
+
+
+def _marker(buf: BytesLike, pos: int, header: BatchHeader, where: Path) -> Marker | None:
+    """The end-transaction marker of a control batch; None (logged) for one that does not
+    read, which then closes no transaction, as an unknown control type would not."""
     try:
-        data = snapshot.read_bytes()
+        return read_marker(buf, pos)
+    except (CorruptRecordError, ProtocolError) as exc:
+        log.warning("%s: control batch at offset %d does not read: %s", where, header.base_offset, exc)
+        return None
+
+
+def _aborted_entry(producers: ProducerStateManager, completed: CompletedTxn) -> AbortedTxn:
+    """The index entry of an aborted transaction, its marker just recorded in ``producers``."""
+    open_first = producers.first_open_offset()
+    last_stable = completed.last_offset + 1 if open_first is None else open_first
+    return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, last_stable)
+
+
+def _legacy_snapshot(path: Path, log_end: int, now_ms: int) -> tuple[int, ProducerStateManager] | None:
+    """The state a broker from before transactions saved at its clean close, if it matches the
+    log end (``-1``: this open must replay anyway); the file is removed either way, so that a
+    later crash never reads it."""
+    legacy = path / LEGACY_SNAPSHOT_FILE
+    try:
+        data = legacy.read_bytes()
     except FileNotFoundError:
         return None
-    state: ProducerStateManager | None = None
+    found: tuple[int, ProducerStateManager] | None = None
     try:
-        offset, loaded = ProducerStateManager.from_bytes(data, now_ms)
+        offset, state = ProducerStateManager.from_bytes(data, now_ms)
     except ValueError as exc:
-        log.warning("%s: ignoring producer state snapshot: %s", path, exc)
+        log.warning("%s: ignoring producer state snapshot: %s", legacy, exc)
     else:
         if offset == log_end:
-            state = loaded
-    snapshot.unlink()
+            found = offset, state
+    unlink_quietly(legacy)
     fsync_dir(path)
-    return state
+    return found
 
 
-def _rebuild_producer_state(segments: Sequence[Segment], now_ms: int) -> ProducerStateManager:
-    state = ProducerStateManager()
-    for segment in segments[-PRODUCER_STATE_SEGMENTS:]:
+def _recover_producer_state(
+    path: Path, segments: Sequence[Segment], rebuild_from: int | None, now_ms: int
+) -> ProducerStateManager:
+    """The producer state as of the log end: the newest snapshot at or below where the replay
+    must start, then every batch header (and marker) after it. Segments from ``rebuild_from``
+    on get their aborted-transaction index rebuilt on the way (their files are not trusted).
+    Without a usable snapshot the replay starts at the log start."""
+    log_end = segments[-1].next_offset
+    log_start = segments[0].base_offset
+    delete_snapshots(path, above=log_end)
+    start_at = log_end if rebuild_from is None else rebuild_from
+    loaded = _legacy_snapshot(path, log_end if rebuild_from is None else -1, now_ms) or load_latest(
+        path, start_at, now_ms
+    )
+    if loaded is not None and loaded[0] >= log_start:
+        start, state = loaded
+    else:
+        start, state = log_start, ProducerStateManager()
+    for segment in segments:
+        rebuild = rebuild_from is not None and segment.base_offset >= rebuild_from
+        if segment.next_offset <= start and not rebuild:
+            continue
+        entries: list[AbortedTxn] = []
+        found = segment.locate(start) if start > segment.base_offset else None
+        position = found[0] if found is not None else 0
         try:
-            for header in segment.iter_headers():
-                state.record(header, now_ms)
+            for pos, header in scan_batches(segment.fd, position, segment.size, verify=False):
+                if header.base_offset < start:
+                    continue
+                marker = None
+                if header.is_control:
+                    marker = _marker(os.pread(segment.fd, header.size, pos), 0, header, path)
+                completed = state.record(header, now_ms, marker)
+                if completed is not None and completed.aborted and rebuild:
+                    entries.append(_aborted_entry(state, completed))
         except CorruptRecordError as exc:
             # Only a trusted segment can be corrupt here; reads will hit it too.
             log.warning("%s: corrupt batch while rebuilding producer state: %s", segment.log_path, exc)
+        if rebuild:
+            segment.txn_index.replace(entries)
     return state
 
 

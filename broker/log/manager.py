@@ -58,9 +58,11 @@ def _check_not_offline(directory: Path) -> None:
     raise CorruptLogError(**details)
 
 
-#: The group coordinator's topic (named here too: the log package knows nothing of groups):
-#: its logs are never closed to make room.
+#: The group and transaction coordinators' topics (named here too: the log package knows
+#: nothing of coordinators): their logs are never closed to make room.
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+COORDINATOR_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 #: File descriptors left for sockets (clients, ZooKeeper, metrics) when ``max_open`` is derived.
 FD_RESERVE = 1024
 #: Descriptors an open log holds: its active segment's log, offset and time index files.
@@ -250,7 +252,7 @@ class LogManager:
         """Closes the least recently used log that may close; False if none may. The
         coordinator's ``__consumer_offsets`` logs stay open: it writes them from its own state."""
         for tp, partition_log in self._logs.items():
-            if tp.topic == OFFSETS_TOPIC:
+            if tp.topic in COORDINATOR_TOPICS:
                 continue
             del self._logs[tp]
             self._high_watermarks[tp.topic, tp.partition] = partition_log.high_watermark

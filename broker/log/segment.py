@@ -1,4 +1,5 @@
-"""One segment of a partition log: ``<base offset>.log`` and its two indexes.
+"""One segment of a partition log: ``<base offset>.log``, its two indexes, and its
+aborted-transaction index (``.txnindex``, :mod:`.txn_index`) when it holds an abort marker.
 
 The ``.log`` file holds record batches exactly as the log appended them. It is
 written with ``os.write`` on a raw ``O_APPEND`` descriptor and read with
@@ -26,6 +27,7 @@ from tributary.broker.log.errors import CorruptLogError
 from tributary.broker.log.files import OPEN_FLAGS, unlink_quietly, write_all
 from tributary.broker.log.gaps import GAPS_SUFFIX, OffsetGaps, follow
 from tributary.broker.log.index import OffsetIndex, TimeIndex
+from tributary.broker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError, ProtocolError
 from tributary.protocol.records import HEADER_SIZE, BatchHeader, parse_batch_header, verify_crc
@@ -35,7 +37,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 #: Every file of a segment; the ``.log`` holds the data, the others can be rebuilt from it
 #: except the gaps (see :mod:`tributary.broker.log.gaps`), which are written with it.
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, GAPS_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, GAPS_SUFFIX)
 NO_TIMESTAMP = -1
 INT32_MAX = 2**31 - 1
 _NAME_DIGITS = 20
@@ -198,6 +200,7 @@ class Segment:
         "next_offset",
         "size",
         "time_index",
+        "txn_index",
     )
 
     def __init__(self, directory: Path, base_offset: int, now_ms: int) -> None:
@@ -210,6 +213,9 @@ class Segment:
         try:
             self.index = OffsetIndex(self._path(INDEX_SUFFIX))
             self.time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX))
+            # The transactions aborted by markers in this segment (rebuilt by the log when it
+            # recovers the segment: the entries need the producer state of the time).
+            self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX))
         except BaseException:
             os.close(self._fd)
             raise
@@ -504,6 +510,7 @@ class Segment:
         self.size = position
         self.index.truncate(self.index.count_values_below(position))
         self.time_index.truncate(bisect_left(self.time_index.values(), offset - self.base_offset))
+        self.txn_index.truncate_to(offset)
         self._first_timestamp = None
         self.dirty = True
         self.load_tail()
@@ -514,6 +521,7 @@ class Segment:
         os.fsync(self._fd)
         self.index.fsync()
         self.time_index.fsync()
+        self.txn_index.fsync()
         fsync_journal.record(self.log_path, size)
 
     def try_pin(self) -> bool:
@@ -557,3 +565,4 @@ class Segment:
         self.index.close()
         self.time_index.close()
         self.gaps.close()
+        self.txn_index.close()

@@ -37,7 +37,7 @@ from __future__ import annotations
 from tributary.protocol.compression import Compression
 from tributary.protocol.records.builder import BatchBuilder, Payload, build_batch
 from tributary.protocol.records.codec import Header, Headers, Record, iter_records
-from tributary.protocol.records.control import ControlType, control_type
+from tributary.protocol.records.control import ControlType, Marker, build_marker_batch, control_type, read_marker
 from tributary.protocol.records.header import (
     CODEC_MASK,
     CONTROL_BIT,
@@ -90,12 +90,14 @@ __all__ = [
     "BatchBuilder",
     "BatchHeader",
     "ControlType",
+    "Marker",
     "Compression",
     "Header",
     "Headers",
     "Payload",
     "Record",
     "build_batch",
+    "build_marker_batch",
     "check_records",
     "complete_prefix_length",
     "compute_crc",
@@ -110,6 +112,7 @@ __all__ = [
     "iter_batches",
     "iter_records",
     "parse_batch_header",
+    "read_marker",
     "rewrite_crc",
     "set_base_offset",
     "set_partition_leader_epoch",

@@ -51,6 +51,8 @@ FAMILIES = {
     "tributary_broker_log_end_offset": "gauge",
     "tributary_broker_groups": "gauge",
     "tributary_broker_group_rebalances": "counter",
+    "tributary_broker_consumer_groups": "gauge",
+    "tributary_broker_consumer_group_rebalances": "counter",
     "tributary_broker_zookeeper_session_state": "gauge",
     "tributary_broker_controller": "gauge",
 }

@@ -32,10 +32,16 @@ from kafka.protocol.schemas.fields.codecs import BitField
 from tributary.protocol import codec, headers
 from tributary.protocol.framing import FrameDecoder
 from tributary.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     ApiKey,
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -61,8 +67,14 @@ from tributary.protocol.messages import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     FetchRequest,
     FetchResponse,
     FindCoordinatorRequest,
@@ -83,6 +95,8 @@ from tributary.protocol.messages import (
     ListOffsetsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
     MetadataRequest,
     MetadataResponse,
     OffsetCommitRequest,
@@ -95,8 +109,16 @@ from tributary.protocol.messages import (
     OffsetForLeaderEpochResponse,
     ProduceRequest,
     ProduceResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from tributary.protocol.primitives import NULL_UUID
 from tributary.protocol.schema import Struct
@@ -754,7 +776,14 @@ def _(v: int) -> Any:
 
 @builds(InitProducerIdRequest)
 def _(v: int) -> Any:
-    return InitProducerIdRequest(transactional_id=None if v == 1 else "payments-tx-1", transaction_timeout_ms=60000)
+    # v3+: KIP-360's epoch bump names the producer id and epoch it holds.
+    bump = v >= 3
+    return InitProducerIdRequest(
+        transactional_id=None if v == 1 else "payments-tx-1",
+        transaction_timeout_ms=60000,
+        producer_id=4001 if bump else -1,
+        producer_epoch=3 if bump else -1,
+    )
 
 
 @builds(InitProducerIdResponse)
@@ -1243,6 +1272,269 @@ def _(v: int) -> Any:
     )
 
 
+@builds(AddPartitionsToTxnRequest)
+def _(v: int) -> Any:
+    r = AddPartitionsToTxnRequest
+    topics = [r.AddPartitionsToTxnTopic(name="payments", partitions=[0, 3]), r.AddPartitionsToTxnTopic(name="audit")]
+    if v >= 4:
+        return r(
+            transactions=[
+                r.AddPartitionsToTxnTransaction(
+                    transactional_id="payments-tx-1",
+                    producer_id=4001,
+                    producer_epoch=3,
+                    verify_only=True,
+                    topics=topics,
+                )
+            ]
+        )
+    return r(
+        v3_and_below_transactional_id="payments-tx-1",
+        v3_and_below_producer_id=4001,
+        v3_and_below_producer_epoch=3,
+        v3_and_below_topics=topics,
+    )
+
+
+@builds(AddPartitionsToTxnResponse)
+def _(v: int) -> Any:
+    r = AddPartitionsToTxnResponse
+    results = [
+        r.AddPartitionsToTxnTopicResult(
+            name="payments",
+            results_by_partition=[
+                r.AddPartitionsToTxnPartitionResult(partition_index=0, partition_error_code=0),
+                r.AddPartitionsToTxnPartitionResult(partition_index=3, partition_error_code=51),
+            ],
+        )
+    ]
+    if v >= 4:
+        return r(
+            throttle_time_ms=5,
+            error_code=0,
+            results_by_transaction=[
+                r.AddPartitionsToTxnResult(transactional_id="payments-tx-1", topic_results=results)
+            ],
+        )
+    return r(throttle_time_ms=5, results_by_topic_v3_and_below=results)
+
+
+@builds(AddOffsetsToTxnRequest)
+def _(v: int) -> Any:
+    return AddOffsetsToTxnRequest(
+        transactional_id="payments-tx-1", producer_id=4001, producer_epoch=3, group_id="billing"
+    )
+
+
+@builds(AddOffsetsToTxnResponse)
+def _(v: int) -> Any:
+    return AddOffsetsToTxnResponse(throttle_time_ms=2, error_code=51)
+
+
+@builds(EndTxnRequest)
+def _(v: int) -> Any:
+    return EndTxnRequest(transactional_id="payments-tx-1", producer_id=4001, producer_epoch=3, committed=v % 2 == 0)
+
+
+@builds(EndTxnResponse)
+def _(v: int) -> Any:
+    return EndTxnResponse(throttle_time_ms=1, error_code=90, producer_id=4001, producer_epoch=4)
+
+
+@builds(WriteTxnMarkersRequest)
+def _(v: int) -> Any:
+    r = WriteTxnMarkersRequest
+    return r(
+        markers=[
+            r.WritableTxnMarker(
+                producer_id=4001,
+                producer_epoch=3,
+                transaction_result=True,
+                topics=[r.WritableTxnMarkerTopic(name="payments", partition_indexes=[0, 3])],
+                coordinator_epoch=7,
+            ),
+            r.WritableTxnMarker(producer_id=4002, producer_epoch=0, transaction_result=False, coordinator_epoch=7),
+        ]
+    )
+
+
+@builds(WriteTxnMarkersResponse)
+def _(v: int) -> Any:
+    r = WriteTxnMarkersResponse
+    return r(
+        markers=[
+            r.WritableTxnMarkerResult(
+                producer_id=4001,
+                topics=[
+                    r.WritableTxnMarkerTopicResult(
+                        name="payments",
+                        partitions=[
+                            r.WritableTxnMarkerPartitionResult(partition_index=0, error_code=0),
+                            r.WritableTxnMarkerPartitionResult(partition_index=3, error_code=6),
+                        ],
+                    )
+                ],
+            )
+        ]
+    )
+
+
+@builds(TxnOffsetCommitRequest)
+def _(v: int) -> Any:
+    r = TxnOffsetCommitRequest
+    return r(
+        transactional_id="payments-tx-1",
+        group_id="billing",
+        producer_id=4001,
+        producer_epoch=3,
+        generation_id=12,
+        member_id="billing-1-5f0c",
+        group_instance_id=None,
+        topics=[
+            r.TxnOffsetCommitRequestTopic(
+                name="orders",
+                partitions=[
+                    r.TxnOffsetCommitRequestPartition(
+                        partition_index=2, committed_offset=1041, committed_leader_epoch=4, committed_metadata="batch 9"
+                    ),
+                    r.TxnOffsetCommitRequestPartition(partition_index=5, committed_offset=17, committed_metadata=None),
+                ],
+            )
+        ],
+    )
+
+
+@builds(TxnOffsetCommitResponse)
+def _(v: int) -> Any:
+    r = TxnOffsetCommitResponse
+    return r(
+        throttle_time_ms=0,
+        topics=[
+            r.TxnOffsetCommitResponseTopic(
+                name="orders",
+                partitions=[
+                    r.TxnOffsetCommitResponsePartition(partition_index=2, error_code=0),
+                    r.TxnOffsetCommitResponsePartition(partition_index=5, error_code=22),
+                ],
+            )
+        ],
+    )
+
+
+@builds(DescribeTransactionsRequest)
+def _(v: int) -> Any:
+    return DescribeTransactionsRequest(transactional_ids=["payments-tx-1", "unknown-tx"])
+
+
+@builds(DescribeTransactionsResponse)
+def _(v: int) -> Any:
+    r = DescribeTransactionsResponse
+    return r(
+        throttle_time_ms=0,
+        transaction_states=[
+            r.TransactionState(
+                error_code=0,
+                transactional_id="payments-tx-1",
+                transaction_state="Ongoing",
+                transaction_timeout_ms=60000,
+                transaction_start_time_ms=1_700_000_000_000,
+                producer_id=4001,
+                producer_epoch=3,
+                topics=[r.TopicData(topic="payments", partitions=[0, 3])],
+            ),
+            r.TransactionState(error_code=105, transactional_id="unknown-tx", transaction_state=""),
+        ],
+    )
+
+
+@builds(ListTransactionsRequest)
+def _(v: int) -> Any:
+    return ListTransactionsRequest(state_filters=["Ongoing"], producer_id_filters=[4001], duration_filter=60_000)
+
+
+@builds(ListTransactionsResponse)
+def _(v: int) -> Any:
+    r = ListTransactionsResponse
+    return r(
+        throttle_time_ms=0,
+        error_code=0,
+        unknown_state_filters=["Frozen"],
+        transaction_states=[
+            r.TransactionState(transactional_id="payments-tx-1", producer_id=4001, transaction_state="Ongoing")
+        ],
+    )
+
+
+@builds(SaslHandshakeRequest)
+def _(v: int) -> Any:
+    return SaslHandshakeRequest(mechanism="SCRAM-SHA-512")
+
+
+@builds(SaslHandshakeResponse)
+def _(v: int) -> Any:
+    return SaslHandshakeResponse(error_code=33, mechanisms=["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+
+
+@builds(SaslAuthenticateRequest)
+def _(v: int) -> Any:
+    return SaslAuthenticateRequest(auth_bytes=b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL")
+
+
+@builds(SaslAuthenticateResponse)
+def _(v: int) -> Any:
+    return SaslAuthenticateResponse(
+        error_code=58, error_message="Authentication failed", auth_bytes=b"", session_lifetime_ms=0
+    )
+
+
+@builds(DescribeUserScramCredentialsRequest)
+def _(v: int) -> Any:
+    r = DescribeUserScramCredentialsRequest
+    return r(users=[r.UserName(name="alice"), r.UserName(name="mirror-east")])
+
+
+@builds(DescribeUserScramCredentialsResponse)
+def _(v: int) -> Any:
+    r = DescribeUserScramCredentialsResponse
+    return r(
+        throttle_time_ms=0, error_code=0, error_message=None,
+        results=[
+            r.DescribeUserScramCredentialsResult(
+                user="alice", error_code=0, error_message=None,
+                credential_infos=[r.CredentialInfo(mechanism=2, iterations=4096)],
+            ),
+            r.DescribeUserScramCredentialsResult(
+                user="bob", error_code=91, error_message="no such user", credential_infos=[]
+            ),
+        ],
+    )  # fmt: skip
+
+
+@builds(AlterUserScramCredentialsRequest)
+def _(v: int) -> Any:
+    r = AlterUserScramCredentialsRequest
+    return r(
+        deletions=[r.ScramCredentialDeletion(name="old", mechanism=1)],
+        upsertions=[
+            r.ScramCredentialUpsertion(
+                name="alice", mechanism=2, iterations=4096, salt=b"salt" * 8, salted_password=bytes(range(64))
+            )
+        ],
+    )
+
+
+@builds(AlterUserScramCredentialsResponse)
+def _(v: int) -> Any:
+    r = AlterUserScramCredentialsResponse
+    return r(
+        throttle_time_ms=0,
+        results=[
+            r.AlterUserScramCredentialsResult(user="alice", error_code=0, error_message=None),
+            r.AlterUserScramCredentialsResult(user="old", error_code=91, error_message="no such credential"),
+        ],
+    )
+
+
 # --- the matrix ---
 
 # The brief's versions, plus flexible versions both libraries declare (tagged fields, compact types).
@@ -1261,7 +1553,7 @@ VERSIONS: dict[ApiKey, list[int]] = {
     ApiKey.OFFSET_FETCH: [1, 5, 6, 8],
     ApiKey.DESCRIBE_GROUPS: [0, 1, 2, 3, 4, 5],
     ApiKey.LIST_GROUPS: [0, 1, 2, 3, 4],
-    ApiKey.INIT_PRODUCER_ID: [0, 1, 2],
+    ApiKey.INIT_PRODUCER_ID: [0, 1, 2, 3, 4],
     ApiKey.CREATE_TOPICS: [2, 3, 4, 5],
     ApiKey.DELETE_TOPICS: [1, 2, 3, 4],
     ApiKey.CREATE_PARTITIONS: [0, 1, 2],
@@ -1275,6 +1567,17 @@ VERSIONS: dict[ApiKey, list[int]] = {
     ApiKey.ELECT_LEADERS: [0, 1, 2],
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: [0],
     ApiKey.LIST_PARTITION_REASSIGNMENTS: [0],
+    ApiKey.ADD_PARTITIONS_TO_TXN: [0, 1, 2, 3, 4],
+    ApiKey.ADD_OFFSETS_TO_TXN: [0, 1, 2, 3],
+    ApiKey.END_TXN: [0, 1, 2, 3, 5],
+    ApiKey.WRITE_TXN_MARKERS: [0, 1],
+    ApiKey.TXN_OFFSET_COMMIT: [0, 1, 2, 3],
+    ApiKey.DESCRIBE_TRANSACTIONS: [0],
+    ApiKey.LIST_TRANSACTIONS: [0, 1],
+    ApiKey.SASL_HANDSHAKE: [0, 1],
+    ApiKey.SASL_AUTHENTICATE: [0, 1, 2],
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [0],
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [0],
     ApiKey.DESCRIBE_ACLS: [0, 1, 2, 3],
     ApiKey.CREATE_ACLS: [0, 1, 2, 3],
     ApiKey.DELETE_ACLS: [0, 1, 2, 3],

@@ -41,6 +41,7 @@ from tributary.broker.log.gaps import GAPS_SUFFIX, encode_gaps
 from tributary.broker.log.index import OffsetIndex, TimeIndex
 from tributary.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Indexer, segment_file_name
 from tributary.broker.log.swap import CLEANED, discard, staged_name
+from tributary.broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError
 from tributary.protocol.records import (
@@ -79,17 +80,21 @@ class CleanRequest:
     producers_last_offset: dict[int, int]
     map_capacity: int
     io_bytes_per_second: float = math.inf
+    #: Active producers without a data batch -> their epoch (their last marker stays).
+    producers_marker_only: dict[int, int] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         data = asdict(self)
-        data["producers_last_offset"] = {str(k): v for k, v in self.producers_last_offset.items()}
+        for name in ("producers_last_offset", "producers_marker_only"):
+            data[name] = {str(k): v for k, v in getattr(self, name).items()}
         return json.dumps(data).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> CleanRequest:
         raw = json.loads(data)
         raw["segments"] = tuple(SegmentInfo(**s) for s in raw["segments"])
-        raw["producers_last_offset"] = {int(k): v for k, v in raw["producers_last_offset"].items()}
+        for name in ("producers_last_offset", "producers_marker_only"):
+            raw[name] = {int(k): v for k, v in raw.get(name, {}).items()}
         return cls(**raw)
 
 
@@ -212,8 +217,20 @@ def _build_map(
     return False
 
 
-def _write_companions(directory: Path, base: int, indexer: Indexer, gaps: dict[int, int]) -> None:
-    """The cleaned segment's indexes and gaps, fsynced, under ``.cleaned`` names."""
+def _carried_aborts(directory: Path, group: Sequence[SegmentInfo], markers: set[int]) -> list[AbortedTxn]:
+    """The aborted-transaction index entries of the markers kept (an entry goes with its marker)."""
+    entries: list[AbortedTxn] = []
+    for segment in group:
+        index = TransactionIndex(directory / segment_file_name(segment.base_offset, TXN_INDEX_SUFFIX))
+        entries += [entry for entry in index.entries if entry.last_offset in markers]
+    return entries
+
+
+def _write_companions(
+    directory: Path, base: int, indexer: Indexer, gaps: dict[int, int], aborts: list[AbortedTxn]
+) -> None:
+    """The cleaned segment's indexes, aborted-transaction index and gaps, fsynced, under
+    ``.cleaned`` names."""
     index = OffsetIndex(str(directory / staged_name(base, INDEX_SUFFIX, CLEANED)))
     time_index = TimeIndex(str(directory / staged_name(base, TIME_INDEX_SUFFIX, CLEANED)))
     try:
@@ -224,6 +241,11 @@ def _write_companions(directory: Path, base: int, indexer: Indexer, gaps: dict[i
     finally:
         index.close()
         time_index.close()
+    if aborts:
+        txn_index = TransactionIndex(directory / staged_name(base, TXN_INDEX_SUFFIX, CLEANED))
+        txn_index.replace(aborts)
+        txn_index.fsync()
+        txn_index.close()
     if gaps:
         path = directory / staged_name(base, GAPS_SUFFIX, CLEANED)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | OPEN_FLAGS, 0o644)
@@ -244,6 +266,7 @@ def _write_group(
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | OPEN_FLAGS, 0o644)
     indexer = Indexer(base)
     gaps: dict[int, int] = {}
+    markers: set[int] = set()
     expected = base
     position = 0
     pending = bytearray()
@@ -255,6 +278,8 @@ def _write_group(
                 if data is None:
                     continue
                 written = parse_batch_header(data)
+                if written.is_control and written.record_count:
+                    markers.add(written.base_offset)
                 if written.base_offset != expected:
                     gaps[expected] = written.base_offset
                 indexer.add(position, written, request.index_interval_bytes)
@@ -275,7 +300,7 @@ def _write_group(
     # Retention by time falls back on the file's mtime when no batch carries a timestamp.
     mtimes = [os.stat(directory / segment_file_name(s.base_offset, LOG_SUFFIX)).st_mtime for s in group]
     os.utime(log_path, (time.time(), max(mtimes)))
-    _write_companions(directory, base, indexer, gaps)
+    _write_companions(directory, base, indexer, gaps, _carried_aborts(directory, group, markers))
     return CleanedSegment(base, tuple(s.base_offset for s in group), end, position)
 
 
@@ -312,6 +337,7 @@ def clean(
         offsets,
         CleanedTransactions(scan.aborted),
         request.producers_last_offset,
+        request.producers_marker_only,
         now_ms=request.now_ms,
         delete_retention_ms=request.delete_retention_ms,
         max_decompressed_bytes=request.max_decompressed_bytes,

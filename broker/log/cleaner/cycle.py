@@ -62,7 +62,10 @@ def plan_clean(
     dirt = measure(infos, first_dirty, plog.high_watermark, now_ms, config)
     if len(infos) < 2 or not (force or due(dirt, config, horizon_passed)):
         return None
-    producers = {pid: entry.last_offset for pid, entry in plog.producer_state if entry.last_offset >= 0}
+    # Kafka's lastRecordsOfActiveProducers: the last data batch of each active producer, or, for
+    # one whose entries are all markers, its epoch (its last marker stays, for fencing).
+    producers = {pid: entry.batches[-1].last_offset for pid, entry in plog.producer_state if entry.batches}
+    marker_only = {pid: entry.epoch for pid, entry in plog.producer_state if not entry.batches}
     per_thread = cleaner.buffer_per_thread
     request = CleanRequest(
         directory=str(plog.directory),
@@ -76,6 +79,7 @@ def plan_clean(
         index_interval_bytes=config.index_interval_bytes,
         max_decompressed_bytes=config.max_decompressed_bytes,
         producers_last_offset=producers,
+        producers_marker_only=marker_only,
         map_capacity=max(1, int(per_thread * cleaner.io_buffer_load_factor) // ENTRY_BYTES),
         io_bytes_per_second=cleaner.io_max_bytes_per_second / cleaner.threads,
     )

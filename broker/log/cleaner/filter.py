@@ -12,8 +12,9 @@ Then per batch: a batch whose records all stay is written as it was (not even de
 again) unless it needs its delete horizon stamped (it holds a tombstone or a marker that may
 go, and has none yet: the horizon becomes now + ``delete.retention.ms``); one that keeps some is
 rewritten with them (:func:`~tributary.protocol.records.filtered_batch`); one that keeps none
-goes, unless it is an active producer's last batch, which stays empty so that the producer's
-sequence numbers still follow on (:func:`~tributary.protocol.records.empty_batch`).
+goes, unless it is an active producer's last data batch, which stays empty so that the
+producer's sequence numbers still follow on (:func:`~tributary.protocol.records.empty_batch`), or
+the marker of a producer that has no data batch left (its epoch fences zombies).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class BatchFilter:
         offsets: OffsetMap,
         transactions: CleanedTransactions,
         producers_last_offset: Mapping[int, int],
+        producers_marker_only: Mapping[int, int],
         *,
         now_ms: int,
         delete_retention_ms: int,
@@ -64,6 +66,8 @@ class BatchFilter:
         self._transactions = transactions
         #: Active producer id -> the last offset of its last data batch (kept, if only empty).
         self._producers = producers_last_offset
+        #: Active producers with no data batch -> their epoch: a marker of theirs in that epoch stays.
+        self._marker_only = producers_marker_only
         self._now = now_ms
         self._delete_retention_ms = delete_retention_ms
         self._max_size = max_decompressed_bytes
@@ -96,7 +100,10 @@ class BatchFilter:
         else:
             drop_records = self._transactions.on_batch(header)
             marker_may_go = False
-        keep_empty = header.producer_id >= 0 and self._producers.get(header.producer_id) == header.last_offset
+        keep_empty = header.producer_id >= 0 and (
+            self._producers.get(header.producer_id) == header.last_offset
+            or (header.is_control and self._marker_only.get(header.producer_id) == header.producer_epoch)
+        )
         if drop_records and not keep_empty:
             return None
         kept: list[Record] = []

@@ -63,6 +63,8 @@ class Stage:
 
     def __init__(self, broker: InProcessBroker) -> None:
         self.broker = broker
+        #: transactional id -> (producer id, epoch) of its admin-initialised producer.
+        self.producers: dict[str, tuple[int, int]] = {}
 
     def ask(self, principal: str, body: Any, version: int | None = None, host: str = HOST) -> Any:
         return self.broker.request(principal, body, version, host)
@@ -179,6 +181,40 @@ class Stage:
         response = self.ask(ADMIN, m.ListGroupsRequest())
         return {g.group_id: g.group_state for g in response.groups}
 
+    # --- transactions
+
+    def init_transaction(self, transactional_id: str, *partitions: tuple[str, int]) -> None:
+        """As admin: the id initialised (its coordinator loaded first), and with ``partitions``
+        a transaction open on them; the producer id and epoch noted in :attr:`producers`."""
+        eventually(
+            lambda: self.ask(ADMIN, m.FindCoordinatorRequest(key=transactional_id, key_type=1)).error_code == 0,
+            30, "a transaction coordinator",
+        )  # fmt: skip
+
+        def initialised() -> Any:
+            found = self.ask(ADMIN, m.InitProducerIdRequest(transactional_id=transactional_id,
+                                                            transaction_timeout_ms=60_000))  # fmt: skip
+            return found if found.error_code == 0 else None
+
+        found = eventually(initialised, 30, f"InitProducerId for {transactional_id}")
+        self.producers[transactional_id] = (found.producer_id, found.producer_epoch)
+        if partitions:
+            added = self.ask(ADMIN, _add_partitions(self, transactional_id, *partitions))
+            assert {p.partition_error_code for t in added.results_by_topic_v3_and_below
+                    for p in t.results_by_partition} == {0}, added  # fmt: skip
+
+    def transaction(self, transactional_id: str) -> tuple[int, str, tuple[Any, ...]]:
+        """(error, state, partitions) as admin's DescribeTransactions gives them."""
+        (found,) = self.ask(ADMIN, m.DescribeTransactionsRequest(transactional_ids=[transactional_id]))\
+            .transaction_states  # fmt: skip
+        return found.error_code, found.transaction_state, tuple((t.topic, tuple(t.partitions)) for t in found.topics)
+
+    def log_end(self, topic: str, partition: int) -> int:
+        broker = self.broker.broker
+        assert broker is not None
+        found = broker.partitions.get(topic, partition)
+        return -1 if found is None else found.log.log_end_offset
+
 
 @pytest.fixture(scope="module")
 def stage(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
@@ -188,6 +224,7 @@ def stage(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFa
         "offsets.topic.num.partitions": 1,
         "group.initial.rebalance.delay.ms": 0,
         "auto.create.topics.enable": True,
+        "transaction.state.log.num.partitions": 1,
     }
     data_dir = tmp_path_factory.mktemp("acl-matrix") / "data"
     with InProcessBroker(server_chroot(zookeeper_server, "acl"), data_dir, settings) as broker:
@@ -260,6 +297,13 @@ def _join(group: str) -> m.JoinGroupRequest:
     )  # fmt: skip
 
 
+def _consumer_join(group: str, member: str = "alice-member") -> m.ConsumerGroupHeartbeatRequest:
+    return m.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=0, rebalance_timeout_ms=10_000,
+        subscribed_topic_names=[ORDERS], topic_partitions=[],
+    )  # fmt: skip
+
+
 def _offset_delete(group: str, topic: str) -> m.OffsetDeleteRequest:
     r = m.OffsetDeleteRequest
     return r(group_id=group, topics=[r.OffsetDeleteRequestTopic(name=topic, partitions=[
@@ -278,9 +322,72 @@ def _list_offsets(topic: str) -> m.ListOffsetsRequest:
         r.ListOffsetsPartition(partition_index=0, timestamp=-1)])])  # fmt: skip
 
 
+def _add_partitions(stage: Stage, transactional_id: str, *partitions: tuple[str, int]) -> m.AddPartitionsToTxnRequest:
+    r = m.AddPartitionsToTxnRequest
+    producer_id, epoch = stage.producers[transactional_id]
+    return r(
+        v3_and_below_transactional_id=transactional_id,
+        v3_and_below_producer_id=producer_id,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[r.AddPartitionsToTxnTopic(name=t, partitions=[p]) for t, p in partitions],
+    )
+
+
+def _added(stage: Stage, transactional_id: str) -> int:
+    """alice's AddPartitionsToTxn of orders-0: its error code."""
+    response = stage.ask(ALICE, _add_partitions(stage, transactional_id, (ORDERS, 0)))
+    return int(response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
+
+
+def _add_offsets(stage: Stage, transactional_id: str) -> m.AddOffsetsToTxnRequest:
+    producer_id, epoch = stage.producers[transactional_id]
+    return m.AddOffsetsToTxnRequest(
+        transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch, group_id=BILLING
+    )
+
+
+def _end(stage: Stage, transactional_id: str) -> m.EndTxnRequest:
+    producer_id, epoch = stage.producers[transactional_id]
+    return m.EndTxnRequest(transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch)
+
+
+def _txn_offset_commit(stage: Stage, transactional_id: str) -> m.TxnOffsetCommitRequest:
+    r = m.TxnOffsetCommitRequest
+    producer_id, epoch = stage.producers[transactional_id]
+    partition = r.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)
+    return r(
+        transactional_id=transactional_id,
+        group_id=BILLING,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        topics=[r.TxnOffsetCommitRequestTopic(name=ORDERS, partitions=[partition])],
+    )
+
+
+def _marker() -> m.WriteTxnMarkersRequest:
+    """An abort marker for orders-1 (of a producer nobody knows: the partition takes it)."""
+    r = m.WriteTxnMarkersRequest
+    topic = r.WritableTxnMarkerTopic(name=ORDERS, partition_indexes=[1])
+    marker = r.WritableTxnMarker(producer_id=987_654, producer_epoch=0, transaction_result=False, topics=[topic])
+    return r(markers=[marker])
+
+
 def _acl_filter(name: str) -> dict[str, Any]:
     return {"resource_type_filter": 2, "resource_name_filter": name, "pattern_type_filter": 3,
             "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}  # fmt: skip
+
+
+def _scram_users(stage: Stage) -> set[tuple[str, tuple[tuple[int, int], ...]]]:
+    """Every user's SCRAM mechanisms and iterations, as admin's DescribeUserScramCredentials lists them."""
+    response = stage.ask(ADMIN, m.DescribeUserScramCredentialsRequest(users=None))
+    assert response.error_code == 0, response
+    return {(r.user, tuple((c.mechanism, c.iterations) for c in r.credential_infos)) for r in response.results}
+
+
+def _scram_upsert(name: str) -> m.AlterUserScramCredentialsRequest:
+    r = m.AlterUserScramCredentialsRequest
+    return r(upsertions=[r.ScramCredentialUpsertion(name=name, mechanism=2, iterations=4096, salt=b"s" * 32,
+                                                    salted_password=b"p" * 64)])  # fmt: skip
 
 
 def _some_acl(name: str) -> m.CreateAclsRequest.AclCreation:
@@ -429,6 +536,95 @@ CASES = [
         allowed=lambda r: r.error_code == E.NONE and r.producer_id >= 0,
     ),
     Case(
+        "InitProducerId (transactional)",
+        lambda s, n: s.ask(ALICE, m.InitProducerIdRequest(transactional_id=n["txn"], transaction_timeout_ms=60_000)),
+        lambda n: [grant(TXN, n["txn"], Op.WRITE)],
+        denied=lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE and r.producer_id >= 0 and r.producer_epoch == 1,
+        state=lambda s, n: s.transaction(n["txn"]),
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        names={"txn": "init"},
+    ),
+    Case(
+        "AddPartitionsToTxn",
+        lambda s, n: _added(s, n["txn"]),
+        lambda n: [grant(TOPIC, ORDERS, Op.WRITE)],
+        denied=lambda r: r == E.TOPIC_AUTHORIZATION_FAILED,
+        allowed=lambda r: r == E.NONE,
+        state=lambda s, n: s.transaction(n["txn"]),
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        # Write on the transactional id alone: the topic's Write is still missing.
+        given=lambda n: [grant(TXN, n["txn"], Op.WRITE)],
+        names={"txn": "add"},
+    ),
+    Case(
+        "AddOffsetsToTxn",
+        lambda s, n: s.ask(ALICE, _add_offsets(s, n["txn"])),
+        lambda n: [grant(GROUP, BILLING, Op.READ)],
+        denied=lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE,
+        state=lambda s, n: s.transaction(n["txn"]),
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        given=lambda n: [grant(TXN, n["txn"], Op.WRITE)],
+        names={"txn": "offsets"},
+    ),
+    Case(
+        "EndTxn",
+        lambda s, n: s.ask(ALICE, _end(s, n["txn"])),
+        lambda n: [grant(TXN, n["txn"], Op.WRITE)],
+        denied=lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE,
+        state=lambda s, n: s.transaction(n["txn"]),
+        setup=lambda s, n: s.init_transaction(n["txn"], (ORDERS, 1)),
+        names={"txn": "end"},
+    ),
+    Case(
+        "TxnOffsetCommit",
+        lambda s, n: s.ask(ALICE, _txn_offset_commit(s, n["txn"])).topics[0].partitions[0].error_code,
+        lambda n: [grant(TOPIC, ORDERS, Op.READ)],
+        denied=lambda r: r == E.TOPIC_AUTHORIZATION_FAILED,
+        allowed=lambda r: r == E.NONE,
+        state=lambda s, n: s.committed(BILLING),
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        given=lambda n: [grant(TXN, n["txn"], Op.WRITE), grant(GROUP, BILLING, Op.READ)],
+        names={"txn": "txnoffsets"},
+    ),
+    Case(
+        "WriteTxnMarkers",
+        lambda s, n: s.ask(ALICE, _marker()).markers[0].topics[0].partitions[0].error_code,
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.CLUSTER_ACTION)],
+        denied=lambda r: r == E.CLUSTER_AUTHORIZATION_FAILED,
+        allowed=lambda r: r == E.NONE,
+        state=lambda s, n: s.log_end(ORDERS, 1),
+    ),
+    Case(
+        "DescribeTransactions",
+        lambda s, n: s.ask(ALICE, m.DescribeTransactionsRequest(transactional_ids=[n["txn"]])).transaction_states[0],
+        lambda n: [grant(TXN, n["txn"], Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and r.producer_id <= 0,
+        allowed=lambda r: r.error_code == E.NONE and r.transaction_state == "Empty",
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        names={"txn": "described"},
+    ),
+    Case(
+        "ListTransactions",
+        lambda s, n: {t.transactional_id for t in s.ask(ALICE, m.ListTransactionsRequest()).transaction_states},
+        lambda n: [grant(TXN, n["txn"], Op.DESCRIBE)],
+        denied=lambda r: not any(t.startswith("listed") for t in r),
+        allowed=lambda r: any(t.startswith("listed") for t in r),
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        names={"txn": "listed"},
+    ),
+    Case(
+        "FindCoordinator of a transactional id",
+        lambda s, n: s.ask(ALICE, m.FindCoordinatorRequest(key=n["txn"], key_type=1), 2),
+        lambda n: [grant(TXN, n["txn"], Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and r.node_id == -1,
+        allowed=lambda r: r.error_code == E.NONE and r.node_id == 1,
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        names={"txn": "found"},
+    ),
+    Case(
         "FindCoordinator",
         lambda s, n: s.ask(ALICE, m.FindCoordinatorRequest(key=BILLING, key_type=0), 2),
         lambda n: [grant(GROUP, BILLING, Op.DESCRIBE)],
@@ -443,6 +639,44 @@ CASES = [
         allowed=lambda r: r.error_code == E.MEMBER_ID_REQUIRED,  # v4+: the first step of joining
         state=lambda s, n: s.groups().get(n["joined"]),
         names={"joined": "joined"},
+    ),
+    Case(
+        "ConsumerGroupHeartbeat",
+        lambda s, n: s.ask(ALICE, _consumer_join(n["modern"])),
+        lambda n: [grant(GROUP, n["modern"], Op.READ), grant(TOPIC, ORDERS, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE and r.member_epoch == 1,
+        state=lambda s, n: s.groups().get(n["modern"]),
+        names={"modern": "modern"},
+    ),
+    Case(
+        "ConsumerGroupHeartbeat naming a topic",
+        lambda s, n: s.ask(ALICE, _consumer_join(n["modern"])),
+        lambda n: [grant(TOPIC, ORDERS, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE,
+        state=lambda s, n: s.groups().get(n["modern"]),
+        given=lambda n: [grant(GROUP, n["modern"], Op.READ)],
+        names={"modern": "modern"},
+    ),
+    Case(
+        "ConsumerGroupDescribe",
+        lambda s, n: s.ask(ALICE, m.ConsumerGroupDescribeRequest(group_ids=[n["modern"]])).groups[0],
+        lambda n: [grant(GROUP, n["modern"], Op.DESCRIBE), grant(TOPIC, ORDERS, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED and not r.members,
+        allowed=lambda r: r.error_code == E.NONE and r.group_state == "Stable" and len(r.members) == 1,
+        setup=lambda s, n: s.ask(ADMIN, _consumer_join(n["modern"], "admin-member")),
+        names={"modern": "modern"},
+    ),
+    Case(
+        "ConsumerGroupDescribe of a group on a topic",
+        lambda s, n: s.ask(ALICE, m.ConsumerGroupDescribeRequest(group_ids=[n["modern"]])).groups[0],
+        lambda n: [grant(TOPIC, ORDERS, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED and not r.members,
+        allowed=lambda r: r.error_code == E.NONE and len(r.members) == 1,
+        setup=lambda s, n: s.ask(ADMIN, _consumer_join(n["modern"], "admin-member")),
+        given=lambda n: [grant(GROUP, n["modern"], Op.DESCRIBE)],
+        names={"modern": "modern"},
     ),
     Case(
         "SyncGroup",
@@ -648,6 +882,22 @@ CASES = [
         setup=lambda s, n: s.ask(ADMIN, m.CreateAclsRequest(creations=[_some_acl(n["guarded"])])),
         names={"guarded": "guarded"},
     ),
+    Case(
+        "DescribeUserScramCredentials",
+        lambda s, n: s.ask(ALICE, m.DescribeUserScramCredentialsRequest(users=None)),
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED and not r.results,
+        allowed=lambda r: r.error_code == E.NONE,
+    ),
+    Case(
+        "AlterUserScramCredentials",
+        lambda s, n: s.ask(ALICE, _scram_upsert(n["user"])).results[0],
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.ALTER)],
+        denied=lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE,
+        state=lambda s, n: _scram_users(s),
+        names={"user": "scram"},
+    ),
 ]
 
 
@@ -676,7 +926,9 @@ CASE_APIS = {c.name.split()[0] for c in CASES}
 
 
 def test_every_routed_api_is_in_the_matrix() -> None:
-    served = {m.API_MESSAGES[key][0].__name__.removesuffix("Request") for key in ROUTES} - {"ApiVersions"}
+    # ApiVersions and the SASL exchange come before any principal is known: they need no permission.
+    unguarded = {"ApiVersions", "SaslHandshake", "SaslAuthenticate"}
+    served = {m.API_MESSAGES[key][0].__name__.removesuffix("Request") for key in ROUTES} - unguarded
     assert served <= CASE_APIS, f"no matrix case for {sorted(served - CASE_APIS)}"
 
 

@@ -109,6 +109,11 @@ def _headers(plog: PartitionLog) -> list[BatchHeader]:
     return [header for _, header in iter_batches(data)]
 
 
+def _aborts(plog: PartitionLog) -> list[tuple[int, int, int]]:
+    """(producer id, first offset, marker offset) of every aborted-transaction index entry."""
+    return [(e.producer_id, e.first_offset, e.last_offset) for s in plog.segments for e in s.txn_index.entries]
+
+
 def _transactional_log(path: Path) -> PartitionLog:
     """Batches as a leader stored them, each in a segment of its own."""
     plog = open_compacted(path, segment_bytes=100)
@@ -141,12 +146,15 @@ def test_aborted_transactions_go_and_their_markers_after_them(tmp_path: Path) ->
     bases = [h.base_offset for h in _headers(plog)]
     assert 3 not in bases
     assert 5 in bases  # the abort marker stays while this pass met its transaction's batches
+    # ... and its aborted-transaction index entry with it, in the cleaned segment's .txnindex.
+    assert _aborts(plog) == [(6, 3, 5)]
     second = compact(plog, first.cleaned_to, NOW + 1)  # no batch of it left: stamped
     assert second is not None
     assert [h.delete_horizon_ms for h in _headers(plog) if h.base_offset == 5] == [NOW + 1 + 1000]
     compact(plog, first.cleaned_to, NOW + 1 + 1000)
     headers = {h.base_offset: h for h in _headers(plog)}
     assert 5 not in headers
+    assert _aborts(plog) == []  # the entry went with its marker
     # Commit markers of transactions whose data is still there stay, unstamped.
     assert all(headers[b].is_control and headers[b].delete_horizon_ms is None for b in (2, 10, 11))
     plog.close()
