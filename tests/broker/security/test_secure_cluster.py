@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.replication.background import BackgroundProducer
@@ -253,3 +254,42 @@ def test_the_users_command(secure: SecureCluster, capsys: pytest.CaptureFixture[
     )
     remaining = tributary(capsys, *zk, "list", "--output", "json").json()
     assert {entry["user"] for entry in remaining} == {"broker", "alice", "mirror", "loader"}
+
+
+def test_transaction_markers_cross_the_secure_inter_broker_listener(secure: SecureCluster) -> None:
+    """A transaction over partitions led by every broker: the coordinator's WriteTxnMarkers reach
+    the other leaders over SASL_SSL (the inter-broker listener), so read_committed sees it whole."""
+    cluster = secure.cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("txn-secure", 3, 3)], operation_timeout=30)["txn-secure"].result(30)
+    eventually(lambda: fully_replicated(secure, "txn-secure"), 60, "an ISR of 3 on every partition")
+    assert len({leader for leader, _ in isr(cluster.brokers[0], "txn-secure").values()}) == 3
+    producer = Producer({**secure.client("scram"), "transactional.id": "secure-tx", "linger.ms": 5})
+    producer.init_transactions(30)
+    for outcome in ("commit", "abort"):
+        producer.begin_transaction()
+        for partition in range(3):
+            producer.produce("txn-secure", value=f"{outcome}-{partition}".encode(), partition=partition)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    consumer = Consumer({**secure.client("scram"), "group.id": "secure-readers", "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    consumer.subscribe(["txn-secure"])
+    seen: list[bytes] = []
+
+    def three_read() -> bool:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+        return len(seen) >= 3
+
+    try:
+        eventually(three_read, 60, "the committed transaction on every partition")
+        deadline = time.monotonic() + 2  # nothing of the aborted one follows
+        while time.monotonic() < deadline:
+            three_read()
+    finally:
+        consumer.close()
+    assert sorted(seen) == [b"commit-0", b"commit-1", b"commit-2"]
