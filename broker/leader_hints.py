@@ -39,10 +39,13 @@ def leader_hint(snapshot: ClusterSnapshot, topic: str, partition: int) -> Leader
     return LeaderHint(state.leader, state.leader_epoch)
 
 
-def endpoints(snapshot: ClusterSnapshot, node_ids: Iterable[int]) -> list[Endpoint]:
-    """The addresses of the named live brokers, in id order."""
-    return [
-        Endpoint(b.id, b.host, b.port, b.rack)
-        for node_id in sorted(set(node_ids))
-        if (b := snapshot.brokers.get(node_id)) is not None
-    ]
+def endpoints(snapshot: ClusterSnapshot, node_ids: Iterable[int], listener: str) -> list[Endpoint]:
+    """The addresses on ``listener`` (the one the client came in on) of the named live brokers,
+    in id order; a broker without that listener is left out, as Metadata leaves it out."""
+    found = []
+    for node_id in sorted(set(node_ids)):
+        broker = snapshot.brokers.get(node_id)
+        address = None if broker is None else broker.address(listener)
+        if broker is not None and address is not None:
+            found.append(Endpoint(broker.id, address[0], address[1], broker.rack))
+    return found

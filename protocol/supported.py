@@ -70,6 +70,12 @@ SUPPORTED_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: Versions(0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: Versions(0, 0),
     ApiKey.LIST_TRANSACTIONS: Versions(0, 1),
+    # SASL: v0 handshakes are followed by raw tokens, v1 by SaslAuthenticate; SaslAuthenticate
+    # v2 is flexible and is what Kafka's Java client picks (librdkafka 2.0 stops at v1).
+    ApiKey.SASL_HANDSHAKE: Versions(0, 1),
+    ApiKey.SASL_AUTHENTICATE: Versions(0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Versions(0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Versions(0, 0),
 }
 
 #: What Tributary's own client sends (``client/wire/versions.py`` clips it to each broker's
@@ -119,6 +125,12 @@ CLIENT_VERSIONS: dict[ApiKey, Versions] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: Versions(0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: Versions(0, 0),
     ApiKey.LIST_TRANSACTIONS: Versions(0, 1),
+    # SASL: v0 handshakes are followed by raw tokens, v1 by SaslAuthenticate; SaslAuthenticate
+    # v2 is flexible and is what Kafka's Java client picks (librdkafka 2.0 stops at v1).
+    ApiKey.SASL_HANDSHAKE: Versions(0, 1),
+    ApiKey.SASL_AUTHENTICATE: Versions(0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Versions(0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Versions(0, 0),
 }
 
 #: The consumer-protocol Subscription and Assignment versions we write; newer

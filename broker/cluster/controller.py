@@ -46,6 +46,7 @@ from tributary.broker.cluster.session import (
     Delete,
     Op,
     SetData,
+    Stat,
     TransactionFailedError,
     ZkSession,
 )
@@ -735,13 +736,23 @@ class Controller:
             logger.info("moved %d partitions back to their preferred leader", len(ops))
         return clean
 
+    async def _admin_request(self, path: str) -> tuple[bytes, Stat] | None:
+        """The request waiting in the ``/admin`` node ``path``, which is left watched either way.
+
+        get() leaves no watch on a node that is not there, so a missing one is watched with
+        exists(); a request created between the two calls is read then. (Returning "nothing to
+        do" there left it unanswered: its node's watch fires only when the node changes again,
+        and ElectLeaders waited out its timeout.)"""
+        session = self._session
+        while True:
+            node = await session.get_or_none(path, watch=self._admin_watch)
+            if node is not None or await session.exists(path, watch=self._admin_watch) is None:
+                return node
+
     async def _preferred_elections(self, epoch: ControllerEpoch) -> bool:
         """Act on `/admin/preferred_replica_election` (ElectLeaders, kafka-leader-election)."""
-        session = self._session
-        node = await session.get_or_none(zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION, watch=self._admin_watch)
+        node = await self._admin_request(zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION)
         if node is None:
-            # exists() leaves a watch on the missing node, so the next request wakes us.
-            await session.exists(zk_paths.ADMIN_PREFERRED_REPLICA_ELECTION, watch=self._admin_watch)
             return True
         data, stat = node
         try:
@@ -776,10 +787,8 @@ class Controller:
 
     async def _start_reassignments(self, epoch: ControllerEpoch) -> bool:
         """Act on `/admin/reassign_partitions`: start (or replace, or cancel) each move."""
-        session = self._session
-        node = await session.get_or_none(zk_paths.ADMIN_REASSIGN_PARTITIONS, watch=self._admin_watch)
+        node = await self._admin_request(zk_paths.ADMIN_REASSIGN_PARTITIONS)
         if node is None:
-            await session.exists(zk_paths.ADMIN_REASSIGN_PARTITIONS, watch=self._admin_watch)
             return True
         data, stat = node
         try:

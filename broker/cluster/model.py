@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+from tributary.broker.security.listeners import Endpoint
 from tributary.protocol.primitives import NULL_UUID
 
 NO_LEADER = -1
@@ -30,10 +31,24 @@ class BrokerInfo:
     #: The registration's creation zxid (Kafka's broker epoch, KIP-380): a broker that died and
     #: registered again between two looks of the controller is told apart by a new value.
     epoch: int = -1
+    #: Every advertised listener (``endpoints`` of the registration). ``host``/``port`` are the
+    #: inter-broker listener's.
+    endpoints: tuple[Endpoint, ...] = ()
 
     @property
     def placement_rack(self) -> str | None:
         return self.rack if self.rack is not None else self.datacenter
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where clients of ``listener`` reach this broker; None when it has no such listener
+        (Kafka leaves such a broker out of Metadata). A registration without endpoints has one
+        address for every listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        for endpoint in self.endpoints:
+            if endpoint.name == listener:
+                return endpoint.host, endpoint.port
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -171,6 +171,14 @@ class ClusterRegistry:
         return self._controller is not None and self._controller.active
 
     @property
+    def zk_session(self) -> ZkSession:
+        """The ZooKeeper session (once :meth:`run` has started), for components that follow
+        ZooKeeper beside the registry (the credential cache)."""
+        if self._session is None:
+            raise RegistryNotRunningError("the cluster registry has not started")
+        return self._session
+
+    @property
     def session_id(self) -> int | None:
         return None if self._session is None else self._session.session_id
 

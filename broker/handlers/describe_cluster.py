@@ -37,8 +37,10 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
         endpoint_type=BROKERS_ENDPOINT,
         cluster_id=snapshot.cluster_id,
         controller_id=snapshot.controller_id if snapshot.controller_id is not None else -1,
+        # Each broker at its address on the listener this client came in on, as in Metadata.
         brokers=[
-            DescribeClusterResponse.DescribeClusterBroker(broker_id=b.id, host=b.host, port=b.port, rack=b.rack)
+            DescribeClusterResponse.DescribeClusterBroker(broker_id=b.id, host=address[0], port=address[1], rack=b.rack)
             for b in sorted(snapshot.brokers.values(), key=lambda b: b.id)
+            if (address := b.address(ctx.listener)) is not None
         ],
     )

@@ -264,5 +264,5 @@ def _with_leader_hints(ctx: RequestContext, response: FetchResponse) -> FetchRes
                 if hint.leader_id >= 0:
                     named.add(hint.leader_id)
     if ctx.api_version >= NODE_ENDPOINTS_VERSION:
-        response.node_endpoints = [FetchResponse.NodeEndpoint(*e) for e in endpoints(snapshot, named)]
+        response.node_endpoints = [FetchResponse.NodeEndpoint(*e) for e in endpoints(snapshot, named, ctx.listener)]
     return response

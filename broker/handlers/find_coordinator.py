@@ -48,13 +48,19 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         error, coordinator = ErrorCode.INVALID_REQUEST, None
     if coordinator is None:
         return Coordinator(key=key, error_code=error, error_message=error.name, node_id=-1, host="", port=-1)
+    # The coordinator's address on the listener this client uses.
+    address = coordinator.address(ctx.listener)
+    if address is None:
+        return Coordinator(
+            key=key,
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            error_message=f"the coordinator has no listener {ctx.listener}",
+            node_id=-1,
+            host="",
+            port=-1,
+        )
     return Coordinator(
-        key=key,
-        error_code=ErrorCode.NONE,
-        error_message=None,
-        node_id=coordinator.id,
-        host=coordinator.host,
-        port=coordinator.port,
+        key=key, error_code=ErrorCode.NONE, error_message=None, node_id=coordinator.id, host=address[0], port=address[1]
     )
 
 

@@ -147,6 +147,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
             await _describe(ctx, t.name, allow_create) if t.name is not None else _by_id(ctx, t) for t in request.topics
         ]
         snapshot = broker.snapshot()
+    # Each broker at its address on the listener this client came in on (Kafka's rule); a
+    # broker without that listener is left out.
+    addresses = {b.id: b.address(ctx.listener) for b in snapshot.brokers.values()}
     if request.include_topic_authorized_operations:
         for topic in topics:
             if topic.error_code == ErrorCode.NONE and topic.name is not None:
@@ -157,8 +160,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     return MetadataResponse(
         cluster_authorized_operations=cluster_operations,
         brokers=[
-            MetadataResponse.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
+            MetadataResponse.MetadataResponseBroker(node_id=b.id, host=address[0], port=address[1], rack=b.rack)
             for b in sorted(snapshot.brokers.values(), key=lambda b: b.id)
+            if (address := addresses[b.id]) is not None
         ],
         cluster_id=snapshot.cluster_id,
         controller_id=snapshot.controller_id if snapshot.controller_id is not None else -1,

@@ -209,5 +209,5 @@ def _with_leader_hints(ctx: RequestContext, response: ProduceResponse) -> Produc
                 p.current_leader = ProduceResponse.LeaderIdAndEpoch(*hint)
                 if hint.leader_id >= 0:
                     named.add(hint.leader_id)
-    response.node_endpoints = [ProduceResponse.NodeEndpoint(*e) for e in endpoints(snapshot, named)]
+    response.node_endpoints = [ProduceResponse.NodeEndpoint(*e) for e in endpoints(snapshot, named, ctx.listener)]
     return response

@@ -49,6 +49,10 @@ KAFKA_NAMES: Mapping[str, str] = {
     "max.message.bytes": "max_message_bytes",
     "message.timestamp.type": "message_timestamp_type",
     "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
     "compression.type": "compression_type",
     # Tributary's own: Kafka always decodes compressed batches on append and has no bound.
@@ -56,6 +60,7 @@ KAFKA_NAMES: Mapping[str, str] = {
     "max.decompression.ratio": "max_decompression_ratio",
 }
 _STRING_ATTRIBUTES = frozenset({"message_timestamp_type", "cleanup_policy", "record_validation", "compression_type"})
+_FLOAT_ATTRIBUTES = frozenset({"min_cleanable_dirty_ratio"})
 #: ``record.validation``: "full" walks every record of every batch before it is appended;
 #: "header" trusts the producer's records once the header and CRC check out.
 FULL = "full"
@@ -78,9 +83,19 @@ class LogConfig:
     max_message_bytes: int = 1048588
     #: "CreateTime" keeps producers' timestamps; "LogAppendTime" stamps batches on append.
     message_timestamp_type: str = CREATE_TIME
-    #: Retention deletes only under "delete". "compact" keeps everything: the
-    #: log does not compact, so such a topic simply grows.
+    #: "delete" (retention deletes old segments), "compact" (the log cleaner keeps the latest
+    #: record of each key, see docs/compaction.md) or both, comma-separated.
     cleanup_policy: str = "delete"
+    #: How long a tombstone (and a transaction marker whose data is gone) stays readable once
+    #: the cleaner first saw it: consumers that read within this long see the delete.
+    delete_retention_ms: int = DAY_MS
+    #: The cleaner takes a log once its uncleaned bytes are at least this share of it.
+    min_cleanable_dirty_ratio: float = 0.5
+    #: Records younger than this are never compacted (their segment is left for later).
+    min_compaction_lag_ms: int = 0
+    #: Records older than this are compacted whatever the dirty ratio, and the active segment
+    #: rolls after this long so that they can be (Kafka's Long.MAX_VALUE: never).
+    max_compaction_lag_ms: int = NEVER
     #: A broker setting in Kafka: idle time after which an idempotent producer's
     #: sequence state is forgotten.
     producer_id_expiration_ms: int = DAY_MS
@@ -98,6 +113,9 @@ class LogConfig:
             if attribute in _STRING_ATTRIBUTES:
                 if not isinstance(value, str):
                     raise ValueError(f"{name} must be a string, got {value!r}")
+            elif attribute in _FLOAT_ATTRIBUTES:
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ValueError(f"{name} must be a number, got {value!r}")
             elif isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be an integer, got {value!r}")
         # Kafka's lower bounds, from its TopicConfig definitions.
@@ -114,6 +132,17 @@ class LogConfig:
         _at_least("max.message.bytes", self.max_message_bytes, 0)
         _at_least("producer.id.expiration.ms", self.producer_id_expiration_ms, 1)
         _at_least("max.decompression.ratio", self.max_decompression_ratio, 1)
+        _at_least("delete.retention.ms", self.delete_retention_ms, 0)
+        _at_least("min.compaction.lag.ms", self.min_compaction_lag_ms, 0)
+        _at_least("max.compaction.lag.ms", self.max_compaction_lag_ms, 1)
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise ValueError(f"min.cleanable.dirty.ratio must be between 0 and 1, got {self.min_cleanable_dirty_ratio}")
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            # Kafka's LogConfig.validateValues: a record could never be both old enough and young enough.
+            raise ValueError(
+                f"min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not exceed "
+                f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
+            )
         if self.record_validation not in (FULL, HEADER_ONLY):
             raise ValueError(f"record.validation must be {FULL} or {HEADER_ONLY}, not {self.record_validation!r}")
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
@@ -125,13 +154,31 @@ class LogConfig:
             raise ValueError(
                 f"compression.type must be one of {', '.join(COMPRESSION_TYPES)}, not {self.compression_type!r}"
             )
-        policies = {p.strip() for p in self.cleanup_policy.split(",")}
+        policies = self.cleanup_policies
         if not policies or not policies <= _CLEANUP_POLICIES:
             raise ValueError(f"cleanup.policy must be delete, compact or both, not {self.cleanup_policy!r}")
 
     @property
+    def cleanup_policies(self) -> frozenset[str]:
+        return frozenset(p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
     def deletes_old_segments(self) -> bool:
-        return "delete" in {p.strip() for p in self.cleanup_policy.split(",")}
+        return "delete" in self.cleanup_policies
+
+    @property
+    def compacts(self) -> bool:
+        """The log cleaner compacts this log (``cleanup.policy`` names compact)."""
+        return "compact" in self.cleanup_policies
+
+    @property
+    def roll_ms(self) -> int:
+        """How long the active segment may stay open: ``segment.ms``, or for a compacted log
+        ``max.compaction.lag.ms`` if shorter (Kafka's maxSegmentMs, KIP-354): a record can
+        only be compacted once its segment has rolled."""
+        if self.compacts:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     @property
     def max_decompressed_bytes(self) -> int:
@@ -157,6 +204,11 @@ class LogConfig:
                 continue
             if attribute in _STRING_ATTRIBUTES:
                 changes[attribute] = str(value)
+            elif attribute in _FLOAT_ATTRIBUTES:
+                try:
+                    changes[attribute] = float(value)
+                except ValueError:
+                    raise ValueError(f"{name} must be a number, got {value!r}") from None
             else:
                 try:
                     changes[attribute] = int(value)

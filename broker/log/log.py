@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from tributary.broker.log import swap
 from tributary.broker.log.config import FULL, LogConfig
 from tributary.broker.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from tributary.broker.log.errors import (
@@ -47,15 +48,14 @@ from tributary.broker.log.producer_snapshots import (
 from tributary.broker.log.producer_state import CompletedTxn, ProducerStateManager
 from tributary.broker.log.reads import READ_UNCOMMITTED, FileRegion, Isolation, ReadResult
 from tributary.broker.log.segment import (
-    INDEX_SUFFIX,
     INT32_MAX,
     LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
+    SEGMENT_SUFFIXES,
     Segment,
     parse_segment_file_name,
     scan_batches,
 )
-from tributary.broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, collect_aborted
+from tributary.broker.log.txn_index import AbortedTxn, collect_aborted
 from tributary.protocol.compression import Compression
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError, ProtocolError
@@ -76,7 +76,11 @@ from tributary.protocol.records import (
     verify_crc,
 )
 
-__all__ = ["AppendResult", "FileRegion", "PartitionLog", "ReadResult"]
+__all__ = ["AppendResult", "FileRegion", "PartitionLog", "ReadResult", "SwapRefusedError"]
+
+
+class SwapRefusedError(Exception):
+    """Cleaned segments that no longer fit the log (it changed while they were written)."""
 
 
 def _first_record_at(segment: Segment, header: BatchHeader, timestamp: int, min_offset: int = 0) -> tuple[int, int]:
@@ -168,6 +172,9 @@ class PartitionLog:
         # Opening may have created or deleted segment files.
         self._dir_dirty = True
         self._truncations = 0
+        #: The lowest offset this log was truncated to since the log cleaner last looked: what it
+        #: had cleaned from there on is gone, so its first dirty offset must not lie beyond it.
+        self.lowest_truncation: int | None = None
         #: Why the disk under this log last failed, until an append or flush succeeds again.
         self.storage_error: str | None = None
         #: Appends and flushes the disk failed, since the log was opened.
@@ -532,13 +539,14 @@ class PartitionLog:
         if not segment.size:
             return segment
         config = self.config
-        # As Kafka: segment.ms is measured in record time from the segment's
-        # first batch, in broker time only when batches carry no timestamps.
+        # As Kafka: segment.ms (or, compacted, max.compaction.lag.ms if shorter) is measured
+        # in record time from the segment's first batch, in broker time only when batches
+        # carry no timestamps.
         first_timestamp = segment.first_timestamp()
         waited = max_timestamp - first_timestamp if first_timestamp >= 0 else now_ms - segment.created_ms
         if (
             segment.size + size > config.segment_bytes
-            or waited > config.segment_ms
+            or waited > config.roll_ms
             or segment.index_full(config.segment_index_bytes)
             or last_offset - segment.base_offset > INT32_MAX
         ):
@@ -790,8 +798,8 @@ class PartitionLog:
 
     def truncate_to(self, offset: int, now_ms: int | None = None) -> None:
         """Removes every batch from ``offset`` on; ``offset`` must be a batch
-        boundary (a batch's base offset or the log end). For a follower that
-        diverged from its leader."""
+        boundary (a batch's base offset or the log end) or lie in a gap compaction
+        left. For a follower that diverged from its leader."""
         self._check_open()
         segments = self._segments
         if offset >= segments[-1].next_offset:
@@ -805,7 +813,7 @@ class PartitionLog:
         i = bisect_right(self._bases, offset) - 1
         if offset == segments[i].base_offset and i > 0:
             i -= 1  # the whole segment goes; the one before becomes active
-        elif not segments[i].is_batch_boundary(offset):
+        elif not segments[i].is_truncation_point(offset):
             raise ValueError(f"offset {offset} is not a batch boundary")
         keep, doomed = segments[: i + 1], segments[i + 1 :]
         with self._lock:
@@ -816,6 +824,7 @@ class PartitionLog:
             self._dir_dirty = True
         for segment in doomed:
             segment.delete_files()
+        self._note_truncation(offset)
         active = keep[-1]
         active.truncate_to(offset)
         active.activate()
@@ -825,6 +834,49 @@ class PartitionLog:
         self.epochs.truncate_from_end(offset)
         self._write_epochs()
         self._high_watermark = min(self._high_watermark, offset)
+
+    # --- compaction ---------------------------------------------------------------
+
+    def replace_segments(
+        self, old: Sequence[Segment], base: int, now_ms: int, reached: Callable[[str], None] = lambda _p: None
+    ) -> Segment:
+        """Puts the cleaned segment ``base`` (its ``.cleaned`` files written and fsynced by the
+        log cleaner) in place of ``old``, consecutive closed segments of this log, atomically
+        (:func:`swap.install`). Raises :class:`SwapRefusedError`, changing nothing, when ``old``
+        is no longer what the log holds there (retention, truncation or a close came between);
+        the caller then discards the cleaned files. Readers holding the old segments keep them
+        until they let go."""
+        self._check_open()
+        segments = self._segments
+        first = next((i for i, s in enumerate(segments) if s is old[0]), None)
+        if (
+            first is None
+            or tuple(segments[first : first + len(old)]) != tuple(old)
+            or first + len(old) >= len(segments)  # the active segment is never cleaned
+            or old[0].base_offset != base
+        ):
+            raise SwapRefusedError(f"{self._dir}: the segments cleaned from {base} changed meanwhile")
+        swap.install(self._dir, base, [s.base_offset for s in old], reached)
+        new = Segment(self._dir, base, now_ms)
+        try:
+            try:
+                new.load_tail()
+            except CorruptRecordError as exc:
+                log.warning("%s: cleaned segment %d is inconsistent (%s): recovering it", self._dir, base, exc)
+                new.recover(self.config.index_interval_bytes, sys.maxsize)
+            new.seal()
+        except BaseException:
+            new.retire()
+            raise
+        with self._lock:
+            self._segments = (*segments[:first], new, *segments[first + len(old) :])
+            self._bases = [s.base_offset for s in self._segments]
+            # The renames become durable with the directory's fsync in the next flush, soon.
+            self._dir_dirty = True
+            self._rolled_unflushed = True
+        for segment in old:
+            segment.retire()  # its files are gone already; readers keep the descriptors they pinned
+        return new
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
         """Empties the log and starts it again at ``offset``: a follower whose leader deleted
@@ -843,11 +895,16 @@ class PartitionLog:
             self._dir_dirty = True
         for segment in old:
             segment.delete_files()
+        self._note_truncation(0)
         delete_snapshots(self._dir)
         self._producers = ProducerStateManager()
         self.epochs.truncate_from_end(-1)
         self._write_epochs()
         self._high_watermark = offset
+
+    def _note_truncation(self, offset: int) -> None:
+        low = self.lowest_truncation
+        self.lowest_truncation = offset if low is None else min(low, offset)
 
     def close(self) -> None:
         """Flushes, saves the producer state for the next open, closes the
@@ -883,7 +940,8 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
     """(position, header) of each batch, all checked before any is written: the header,
     the CRC, and (``record.validation = full``, the default) that the records agree with
     the header, walked without building them and, when compressed, decompressed in pieces
-    up to ``max.decompression.ratio`` times ``max.message.bytes``."""
+    up to ``max.decompression.ratio`` times ``max.message.bytes``; a compacted log refuses
+    records without a key then."""
     max_message_bytes = config.max_message_bytes
     check_all = config.record_validation == FULL
     batches: list[tuple[int, BatchHeader]] = []
@@ -905,7 +963,10 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
         if header.producer_id >= 0 and header.base_sequence < 0:
             raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
         if check_all:
-            check_records(buf, pos, header, max_size=config.max_decompressed_bytes)
+            keyless = check_records(buf, pos, header, max_size=config.max_decompressed_bytes)
+            if keyless and config.compacts:
+                # Kafka's LogValidator: compaction keeps one record per key, and these have none.
+                raise InvalidRecordError(f"compacted topic cannot accept {keyless} records without a key")
         batches.append((pos, header))
         pos += header.size
     if not batches:
@@ -932,8 +993,10 @@ def _recompressed(
 
 
 def _discover(path: Path) -> list[int]:
-    """Base offsets of the segments in ``path``; removes index files without
+    """Base offsets of the segments in ``path``; finishes or undoes a swap of cleaned
+    segments a crash interrupted (:func:`swap.recover`), removes index files without
     a segment and temporary files a crash left."""
+    swap.recover(path)
     bases: set[int] = set()
     indexes: list[tuple[int, str]] = []
     for entry in os.scandir(path):
@@ -945,7 +1008,7 @@ def _discover(path: Path) -> list[int]:
         if base is not None:
             bases.add(base)
             continue
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        for suffix in SEGMENT_SUFFIXES[1:]:
             base = parse_segment_file_name(name, suffix)
             if base is not None:
                 indexes.append((base, entry.path))

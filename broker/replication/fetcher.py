@@ -34,6 +34,7 @@ from tributary.broker.log.errors import LogClosedError, LogError, StorageError
 from tributary.broker.partitions import Partition
 from tributary.broker.replication.channel import BrokerChannel, ChannelError
 from tributary.broker.replication.config import ReplicationConfig
+from tributary.broker.security.config import InterBrokerClient
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.messages import (
@@ -94,8 +95,11 @@ class Fetcher:
         snapshot: Callable[[], ClusterSnapshot],
         followed: Callable[[int], Sequence[Partition]],
         on_progress: Callable[[], None] | None = None,
+        security: InterBrokerClient | None = None,
     ) -> None:
         self.broker_id = broker_id
+        #: How to reach and log in to the leader (inter.broker.listener.name); None: plain text.
+        self._security = security
         self.leader_id = leader_id
         self._config = config
         self._snapshot = snapshot
@@ -115,10 +119,10 @@ class Fetcher:
                 continue
             try:
                 channel = await BrokerChannel.connect(
-                    broker.host,
-                    broker.port,
+                    broker,
                     f"tributary-replica-fetcher-{self.broker_id}",
                     max_frame_size=self._config.fetch_response_max_bytes * 2 + 1024 * 1024,
+                    security=self._security,
                 )
             except ChannelError as exc:
                 log.info("fetcher %d -> %d: %s", self.broker_id, self.leader_id, exc)

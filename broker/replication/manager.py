@@ -27,6 +27,7 @@ from tributary.broker.log.errors import StorageError
 from tributary.broker.partitions import Partition, PartitionManager
 from tributary.broker.replication.config import ReplicationConfig
 from tributary.broker.replication.fetcher import Fetcher
+from tributary.broker.security.config import InterBrokerClient
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,11 @@ class ReplicaManager:
         registry: ClusterRegistry,
         config: ReplicationConfig,
         on_isr_change: Callable[[str, int, bool], None] | None = None,
+        *,
+        inter_broker: InterBrokerClient | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self._inter_broker = inter_broker
         self._partitions = partitions
         self._registry = registry
         self._config = config
@@ -103,7 +107,12 @@ class ReplicaManager:
 
     async def _run_fetcher(self, leader: int, scope: trio.CancelScope) -> None:
         fetcher = Fetcher(
-            self.broker_id, leader, self._config, snapshot=lambda: self._registry.snapshot, followed=self.followed
+            self.broker_id,
+            leader,
+            self._config,
+            snapshot=lambda: self._registry.snapshot,
+            followed=self.followed,
+            security=self._inter_broker,
         )
         with scope:
             await fetcher.run()

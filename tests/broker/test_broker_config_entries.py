@@ -41,7 +41,8 @@ def test_every_setting_the_broker_reads_with_where_it_came_from(tmp_path: Path) 
     assert entries["log.retention.ms"].config_type == TYPE_LONG
     assert entries["broker.rack"].value is None and entries["broker.rack"].config_type == TYPE_STRING
     assert entries["connections.max.idle.ms"].value == "600000"
-    assert not any(e.sensitive for e in entries.values())
+    # Only the password is secret, and it has no value to show here.
+    assert [(e.name, e.value) for e in entries.values() if e.sensitive] == [("sasl.inter.broker.password", None)]
     assert [e.name for e in broker_config_entries(config)] == sorted(entries)
 
 
@@ -53,3 +54,20 @@ def test_a_password_like_setting_is_sensitive_and_its_value_never_leaves() -> No
         assert (entry.value, entry.sensitive, entry.source) == (None, True, SOURCE_STATIC_BROKER)
         assert _type_of(name, str, "hunter2") == TYPE_PASSWORD
     assert not is_sensitive("log.retention.ms")
+
+
+def test_listeners_and_the_inter_broker_login_as_the_security_settings_read_them() -> None:
+    config = load({
+        "id": 2, "data-dir": "/var/lib/t", "zookeeper": "zk:2181",
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:9093", "sasl.inter.broker.username": "broker",
+        "sasl.inter.broker.password": "hunter2",
+    })  # fmt: skip
+    entries = {e.name: e for e in broker_config_entries(config)}
+    assert (entries["listeners"].value, entries["listeners"].source) == (
+        "SASL_PLAINTEXT://127.0.0.1:9093", SOURCE_STATIC_BROKER,
+    )  # fmt: skip
+    assert entries["listener.security.protocol.map"].value == "SASL_PLAINTEXT:SASL_PLAINTEXT"
+    assert entries["sasl.inter.broker.username"].value == "broker"
+    password = entries["sasl.inter.broker.password"]
+    assert (password.value, password.sensitive, password.config_type) == (None, True, TYPE_PASSWORD)
+    assert "hunter2" not in repr(broker_config_entries(config))

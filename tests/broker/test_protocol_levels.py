@@ -443,7 +443,8 @@ def test_describe_configs_of_a_broker_is_its_whole_configuration(cluster: Cluste
     assert configs["max.connections"].config_source == 5
     assert configs["compression.type"].value == "producer"
     assert all(c.read_only for c in result.configs)
-    assert not any(c.is_sensitive for c in result.configs)  # no password-like setting in this broker's file
+    # Password-like settings are sensitive, their values never sent.
+    assert [(c.name, c.value) for c in result.configs if c.is_sensitive] == [("sasl.inter.broker.password", None)]
 
 
 def test_create_partitions_and_create_topics_with_manual_assignments(cluster: Cluster) -> None:

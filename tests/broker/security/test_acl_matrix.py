@@ -381,6 +381,19 @@ def _acl_filter(name: str) -> dict[str, Any]:
             "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}  # fmt: skip
 
 
+def _scram_users(stage: Stage) -> set[tuple[str, tuple[tuple[int, int], ...]]]:
+    """Every user's SCRAM mechanisms and iterations, as admin's DescribeUserScramCredentials lists them."""
+    response = stage.ask(ADMIN, m.DescribeUserScramCredentialsRequest(users=None))
+    assert response.error_code == 0, response
+    return {(r.user, tuple((c.mechanism, c.iterations) for c in r.credential_infos)) for r in response.results}
+
+
+def _scram_upsert(name: str) -> m.AlterUserScramCredentialsRequest:
+    r = m.AlterUserScramCredentialsRequest
+    return r(upsertions=[r.ScramCredentialUpsertion(name=name, mechanism=2, iterations=4096, salt=b"s" * 32,
+                                                    salted_password=b"p" * 64)])  # fmt: skip
+
+
 def _some_acl(name: str) -> m.CreateAclsRequest.AclCreation:
     return m.CreateAclsRequest.AclCreation(resource_type=2, resource_name=name, resource_pattern_type=3,
                                            principal="User:bob", host="*", operation=3, permission_type=3)  # fmt: skip
@@ -937,6 +950,22 @@ CASES = [
         setup=lambda s, n: s.ask(ADMIN, m.CreateAclsRequest(creations=[_some_acl(n["guarded"])])),
         names={"guarded": "guarded"},
     ),
+    Case(
+        "DescribeUserScramCredentials",
+        lambda s, n: s.ask(ALICE, m.DescribeUserScramCredentialsRequest(users=None)),
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED and not r.results,
+        allowed=lambda r: r.error_code == E.NONE,
+    ),
+    Case(
+        "AlterUserScramCredentials",
+        lambda s, n: s.ask(ALICE, _scram_upsert(n["user"])).results[0],
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.ALTER)],
+        denied=lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE,
+        state=lambda s, n: _scram_users(s),
+        names={"user": "scram"},
+    ),
 ]
 
 
@@ -965,7 +994,9 @@ CASE_APIS = {c.name.split()[0] for c in CASES}
 
 
 def test_every_routed_api_is_in_the_matrix() -> None:
-    served = {m.API_MESSAGES[key][0].__name__.removesuffix("Request") for key in ROUTES} - {"ApiVersions"}
+    # ApiVersions and the SASL exchange come before any principal is known: they need no permission.
+    unguarded = {"ApiVersions", "SaslHandshake", "SaslAuthenticate"}
+    served = {m.API_MESSAGES[key][0].__name__.removesuffix("Request") for key in ROUTES} - unguarded
     assert served <= CASE_APIS, f"no matrix case for {sorted(served - CASE_APIS)}"
 
 
