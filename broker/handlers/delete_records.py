@@ -7,7 +7,8 @@ offset checkpoint (``log-start-offset-checkpoint``) is written before the answer
 keeps it. As in Kafka, the answer waits until every live replica has dropped the records too
 (followers take the leader's log start offset from their next fetch): its low watermark is the
 smallest log start offset among them, and REQUEST_TIMED_OUT comes after the request's timeout.
-Delete on the topic is needed (TOPIC_AUTHORIZATION_FAILED, nothing deleted), as in Kafka.
+Delete on the topic is needed (TOPIC_AUTHORIZATION_FAILED, nothing deleted), as in Kafka. A topic
+whose ``cleanup.policy`` is ``compact`` alone keeps its records by policy: POLICY_VIOLATION.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def _delete(ctx: RequestContext, topic: str, asked: DeleteRecordsRequest.DeleteR
     if isinstance(target, ErrorCode):
         return Result(partition_index=asked.partition_index, low_watermark=-1, error_code=target)
     plog = target.log
+    if not plog.config.deletes_old_segments:
+        return Result(asked.partition_index, -1, ErrorCode.POLICY_VIOLATION)
     offset = plog.high_watermark if asked.offset == HIGH_WATERMARK else asked.offset
     if offset < 0:
         return Result(asked.partition_index, -1, ErrorCode.OFFSET_OUT_OF_RANGE)

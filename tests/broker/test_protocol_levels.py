@@ -312,6 +312,9 @@ def test_delete_records_moves_the_start_on_every_replica_and_a_restart_keeps_it(
             f"broker {broker.broker_id}'s log-start-offset-checkpoint to say 4",
         )
     assert delete_records(leader, created.name, -1).low_watermark == 10  # -1: the high watermark
+    compacted = create(cluster, configs={"cleanup.policy": "compact"})
+    refused = delete_records(leader_of(cluster, compacted.name), compacted.name, -1)
+    assert refused.error_code == ErrorCode.POLICY_VIOLATION  # Kafka's rule for compact-only topics
 
     leader.stop()
     leader.start()
