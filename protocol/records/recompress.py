@@ -26,18 +26,15 @@ def recompress_batch(
     section = memoryview(batch)[HEADER_SIZE:]
     plain = section if header.compression == Compression.NONE else decompress(header.compression, section, max_size)
     records = plain if codec == Compression.NONE else compress(codec, plain, level)
-    return (
-        encode_batch_header(
-            base_offset=header.base_offset,
-            partition_leader_epoch=header.partition_leader_epoch,
-            attributes=(header.attributes & ~CODEC_MASK) | codec,
-            base_timestamp=header.base_timestamp,
-            max_timestamp=header.max_timestamp,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            record_count=header.record_count,
-            records=records,
-        )
-        + bytes(records)
-    )
+    return encode_batch_header(
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=(header.attributes & ~CODEC_MASK) | codec,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        record_count=header.record_count,
+        records=records,
+    ) + bytes(records)
