@@ -77,7 +77,13 @@ def test_produce_and_consume_10k_compressed_messages(broker_cluster: Cluster, tm
     source = tmp_path / "sent.txt"
     source.write_bytes(sent)
 
-    kcat("-P", "-b", broker_cluster.bootstrap, "-t", topic, "-p", "0", "-z", codec, "-l", str(source))
+    # The topic exists, with its leader known everywhere, before kcat writes: an auto-created one
+    # refuses the first produce requests (NOT_LEADER_OR_FOLLOWER until every broker has seen it),
+    # and librdkafka retries them behind later ones. Idempotent, so that any retry keeps the order.
+    create_topics(broker_cluster, {topic: 1})
+    wait_for_topic(broker_cluster, topic, 1)
+    kcat("-P", "-b", broker_cluster.bootstrap, "-t", topic, "-p", "0", "-z", codec, "-X", "enable.idempotence=true",
+         "-l", str(source))  # fmt: skip
 
     received = kcat(
         "-C", "-b", broker_cluster.bootstrap, "-t", topic, "-p", "0",
