@@ -15,20 +15,31 @@ from typing import Any, Generic, TypeVar
 
 from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
     delete_acls,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_acls,
+    describe_cluster,
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
+    describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -39,13 +50,18 @@ from tributary.broker.handlers import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from tributary.protocol import messages as m
 from tributary.protocol.errors import ProtocolError
@@ -85,6 +101,12 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.SYNC_GROUP: Route[m.SyncGroupRequest, m.SyncGroupResponse](sync_group.handle),
     ApiKey.DESCRIBE_GROUPS: Route[m.DescribeGroupsRequest, m.DescribeGroupsResponse](describe_groups.handle),
     ApiKey.LIST_GROUPS: Route[m.ListGroupsRequest, m.ListGroupsResponse](list_groups.handle),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Route[m.ConsumerGroupHeartbeatRequest, m.ConsumerGroupHeartbeatResponse](
+        consumer_group_heartbeat.handle
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Route[m.ConsumerGroupDescribeRequest, m.ConsumerGroupDescribeResponse](
+        consumer_group_describe.handle
+    ),
     ApiKey.CREATE_PARTITIONS: Route[m.CreatePartitionsRequest, m.CreatePartitionsResponse](create_partitions.handle),
     ApiKey.DESCRIBE_CONFIGS: Route[m.DescribeConfigsRequest, m.DescribeConfigsResponse](describe_configs.handle),
     ApiKey.ALTER_CONFIGS: Route[m.AlterConfigsRequest, m.AlterConfigsResponse](alter_configs.handle),
@@ -103,6 +125,30 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ](list_partition_reassignments.handle),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
         offset_for_leader_epoch.handle
+    ),
+    ApiKey.DELETE_RECORDS: Route[m.DeleteRecordsRequest, m.DeleteRecordsResponse](delete_records.handle),
+    ApiKey.DESCRIBE_CLUSTER: Route[m.DescribeClusterRequest, m.DescribeClusterResponse](describe_cluster.handle),
+    ApiKey.DESCRIBE_PRODUCERS: Route[m.DescribeProducersRequest, m.DescribeProducersResponse](
+        describe_producers.handle
+    ),
+    ApiKey.ADD_PARTITIONS_TO_TXN: Route[m.AddPartitionsToTxnRequest, m.AddPartitionsToTxnResponse](
+        add_partitions_to_txn.handle
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: Route[m.AddOffsetsToTxnRequest, m.AddOffsetsToTxnResponse](add_offsets_to_txn.handle),
+    ApiKey.END_TXN: Route[m.EndTxnRequest, m.EndTxnResponse](end_txn.handle),
+    ApiKey.WRITE_TXN_MARKERS: Route[m.WriteTxnMarkersRequest, m.WriteTxnMarkersResponse](write_txn_markers.handle),
+    ApiKey.TXN_OFFSET_COMMIT: Route[m.TxnOffsetCommitRequest, m.TxnOffsetCommitResponse](txn_offset_commit.handle),
+    ApiKey.DESCRIBE_TRANSACTIONS: Route[m.DescribeTransactionsRequest, m.DescribeTransactionsResponse](
+        describe_transactions.handle
+    ),
+    ApiKey.LIST_TRANSACTIONS: Route[m.ListTransactionsRequest, m.ListTransactionsResponse](list_transactions.handle),
+    ApiKey.SASL_HANDSHAKE: Route[m.SaslHandshakeRequest, m.SaslHandshakeResponse](sasl_handshake.handle),
+    ApiKey.SASL_AUTHENTICATE: Route[m.SaslAuthenticateRequest, m.SaslAuthenticateResponse](sasl_authenticate.handle),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Route[
+        m.DescribeUserScramCredentialsRequest, m.DescribeUserScramCredentialsResponse
+    ](describe_user_scram_credentials.handle),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Route[m.AlterUserScramCredentialsRequest, m.AlterUserScramCredentialsResponse](
+        alter_user_scram_credentials.handle
     ),
     ApiKey.DESCRIBE_ACLS: Route[m.DescribeAclsRequest, m.DescribeAclsResponse](describe_acls.handle),
     ApiKey.CREATE_ACLS: Route[m.CreateAclsRequest, m.CreateAclsResponse](create_acls.handle),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from tributary.broker.group.consumer_group import ConsumerGroupState
 from tributary.broker.group.group import GroupState
 
 if TYPE_CHECKING:
@@ -102,6 +103,20 @@ class BrokerStateCollector(Collector):
         rebalances.add_metric(["started"], coordinator.membership.rebalances_started)
         rebalances.add_metric(["completed"], coordinator.membership.rebalances_completed)
         yield rebalances
+        consumer_states = Counter(group.state for group in coordinator.consumers.groups.values())
+        consumer = GaugeMetricFamily(
+            "tributary_broker_consumer_groups",
+            "Consumer groups of the consumer protocol (KIP-848) this broker coordinates, by state",
+            labels=["state"],
+        )
+        for consumer_state in ConsumerGroupState:
+            consumer.add_metric([consumer_state.value], consumer_states[consumer_state])
+        yield consumer
+        yield CounterMetricFamily(
+            "tributary_broker_consumer_group_rebalances",
+            "Group epoch bumps of consumer-protocol groups since start (Kafka's consumer-group-rebalance count)",
+            value=coordinator.consumers.epoch_bumps,
+        )
 
     def _zookeeper(self) -> Iterator[Metric]:
         registry = self._broker.registry

@@ -31,6 +31,7 @@ from tributary.broker.log.manager import LogManager
 from tributary.broker.replication.leader_state import LeaderState
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.records import ControlType
 
 log = logging.getLogger(__name__)
 
@@ -136,12 +137,30 @@ class Partition:
 
     # --- appending as the leader
 
-    def append(self, records: BytesLike, now_ms: int) -> AppendResult:
-        """Append as the leader (offsets and this epoch stamped), then advance the high watermark."""
-        result = self.log.append(records, self.leader_epoch, now_ms)
+    def append(self, records: BytesLike, now_ms: int, *, coordinator: bool = False) -> AppendResult:
+        """Append as the leader (offsets and this epoch stamped), then advance the high watermark.
+        ``coordinator``: written by this broker's group coordinator (see PartitionLog.append)."""
+        result = self.log.append(records, self.leader_epoch, now_ms, coordinator=coordinator)
         if not result.duplicate:
             self.notify_appended()
             self.leader_appended()
+        return result
+
+    def append_marker(
+        self, marker: ControlType, producer_id: int, producer_epoch: int, coordinator_epoch: int, now_ms: int
+    ) -> AppendResult:
+        """Append a transaction marker as the leader (WriteTxnMarkers), then advance the high
+        watermark; readers of committed data wake, as the last stable offset may move."""
+        result = self.log.append_marker(
+            marker,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            leader_epoch=self.leader_epoch,
+            now_ms=now_ms,
+        )
+        self.notify_appended()
+        self.leader_appended()
         return result
 
     def leader_appended(self) -> None:
@@ -184,6 +203,36 @@ class Partition:
             finally:
                 self._hw_waiters.discard(event)
         return False
+
+    def low_watermark(self, live: frozenset[int]) -> int:
+        """DeleteRecords' answer: the smallest log start offset among this leader and its live
+        followers (this log's own on a partition without followers)."""
+        state = self.leader_state
+        start = self.log.log_start_offset
+        return start if state is None else state.low_watermark(start, live)
+
+    async def wait_for_low_watermark(self, offset: int, deadline: float, live: Callable[[], frozenset[int]]) -> bool:
+        """Wait until every live replica's log starts at `offset` or later (followers learn the
+        leader's log start from their next fetch) while this broker leads in the same epoch;
+        False on timeout or when leadership moved."""
+        epoch = self.leader_epoch
+        while self.leader_state is not None and self.leader_epoch == epoch and not self.log.closed:
+            if self.low_watermark(live()) >= offset:
+                return True
+            event = trio.Event()
+            self._hw_waiters.add(event)
+            try:
+                with trio.move_on_at(deadline) as scope:
+                    await event.wait()
+                if scope.cancelled_caught:
+                    return False
+            finally:
+                self._hw_waiters.discard(event)
+        return False
+
+    def wake_replica_waiters(self) -> None:
+        """A follower's progress changed: whoever waits on the replicas looks again."""
+        self._wake_hw_waiters()
 
     def _wake_hw_waiters(self) -> None:
         waiters, self._hw_waiters = self._hw_waiters, set()

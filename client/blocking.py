@@ -10,7 +10,8 @@ needs with one blocking socket per broker and one request at a time:
   (a batch may start before ``start`` or run past ``end``; those records are dropped).
 
 It speaks the same protocol package, negotiates versions the same way
-(``versions.py``) and raises the same errors (``errors.py``) as the Trio
+(``versions.py``), logs in the same way over TLS and SASL (``security/``, the
+config's ``security``) and raises the same errors (``errors.py``) as the Trio
 client. Every socket operation is bounded by ``request_timeout``; a leader
 change or a lost connection refreshes the metadata and retries, with backoff,
 for up to ``retry_timeout`` (long enough for a failover: a dead leader is
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
@@ -42,6 +44,7 @@ from tributary.client.raw.batches import (
     DEFAULT_PARTITION_MAX_BYTES,
     EARLIEST,
     LATEST,
+    READ_COMMITTED,
     READ_UNCOMMITTED,
     ListedOffset,
     RawBatches,
@@ -51,6 +54,7 @@ from tributary.client.raw.batches import (
     parse_fetch_response,
     parse_list_offsets_response,
 )
+from tributary.client.security.login import sasl_login
 from tributary.client.wire.metadata import ClusterMetadata, TopicPartition
 from tributary.client.wire.versions import (
     FIRST_API_VERSIONS_VERSION,
@@ -92,9 +96,27 @@ def _open_socket(host: str, port: int, config: ClientConfig, who: int | str) -> 
             sock.close()
             errors.append(str(exc.strerror or exc))
             continue
+        if config.security.tls:
+            return _tls(sock, host, port, config, who)
         return sock
     raise KafkaConnectionError(
         f"cannot connect to broker {who} ({host}:{port}): {'; '.join(errors) or 'no address'}", broker=who
+    )
+
+
+def _tls(sock: socket.socket, host: str, port: int, config: ClientConfig, who: int | str) -> socket.socket:
+    """The TLS handshake on a connected socket (bounded by the connect timeout)."""
+    try:
+        return config.security.ssl_context().wrap_socket(sock, server_hostname=host)
+    except ssl.SSLCertVerificationError as exc:
+        reason = exc.verify_message or str(exc)
+    except ssl.SSLError as exc:
+        reason = exc.reason or str(exc)
+    except OSError as exc:
+        reason = str(exc.strerror or exc) or "the broker closed the connection"
+    sock.close()
+    raise KafkaConnectionError(
+        f"cannot connect to broker {who} ({host}:{port}): TLS handshake failed: {reason}", broker=who
     )
 
 
@@ -110,6 +132,8 @@ class BlockingConnection:
         self._correlation_id = 0
         try:
             self.versions = self._negotiate()
+            if self.config.security.sasl:
+                self._login()
         except BaseException:
             self.close()
             raise
@@ -192,6 +216,18 @@ class BlockingConnection:
                 continue
             return BrokerApiVersions.from_response(response, self.broker, version)
         raise KafkaProtocolError(f"broker {self.broker} refused ApiVersions twice", broker=self.broker)
+
+    def _login(self) -> None:
+        """The SASL exchange (client/security/login.py), as the Trio connection runs it."""
+        login = sasl_login(self.config.security, self.versions, self.broker)
+        step = next(login)
+        while True:
+            request, version = step
+            response = self.request(request, version=version, timeout=self.config.connect_timeout)
+            try:
+                step = login.send(response)
+            except StopIteration:
+                return
 
     def request(self, body: Declared, *, version: int | None = None, timeout: float | None = None) -> Any:
         """Send ``body`` at the highest common version (or ``version``); the decoded response."""
@@ -347,13 +383,17 @@ class BlockingFetcher:
 
     # --- offsets -------------------------------------------------------------------------------
 
-    def list_offsets(self, specs: Mapping[TopicPartition, int]) -> dict[TopicPartition, ListedOffset]:
-        """Offsets by EARLIEST, LATEST or timestamp (ms), partition by partition."""
+    def list_offsets(
+        self, specs: Mapping[TopicPartition, int], *, isolation_level: int = READ_UNCOMMITTED
+    ) -> dict[TopicPartition, ListedOffset]:
+        """Offsets by EARLIEST, LATEST or timestamp (ms), partition by partition. With
+        READ_COMMITTED, LATEST is the last stable offset (what committed-only readers see)."""
         results: dict[TopicPartition, ListedOffset] = {}
         for tp, spec in specs.items():
 
             def attempt(leader: int, tp: TopicPartition = tp, spec: int = spec) -> ListedOffset:
-                response: ListOffsetsResponse = self._send(leader, list_offsets_request({tp: spec}))
+                request = list_offsets_request({tp: spec}, isolation_level=isolation_level)
+                response: ListOffsetsResponse = self._send(leader, request)
                 result = parse_list_offsets_response(response, {tp: spec}, leader)[tp]
                 if isinstance(result, KafkaError):
                     raise result
@@ -362,12 +402,15 @@ class BlockingFetcher:
             results[tp] = self._with_retries(tp.topic, tp.partition, attempt)
         return results
 
-    def offset_bounds(self, topic: str, partitions: Sequence[int] | None = None) -> dict[int, tuple[int, int]]:
+    def offset_bounds(
+        self, topic: str, partitions: Sequence[int] | None = None, *, isolation_level: int = READ_UNCOMMITTED
+    ) -> dict[int, tuple[int, int]]:
         """``{partition: (earliest, latest)}`` for the planner: the offsets a
-        consumer can read now are ``range(earliest, latest)``."""
+        consumer can read now are ``range(earliest, latest)`` (with READ_COMMITTED, a
+        consumer of committed data: up to the last stable offset)."""
         ids = list(partitions) if partitions is not None else self.partitions_for(topic)
         earliest = self.list_offsets({TopicPartition(topic, p): EARLIEST for p in ids})
-        latest = self.list_offsets({TopicPartition(topic, p): LATEST for p in ids})
+        latest = self.list_offsets({TopicPartition(topic, p): LATEST for p in ids}, isolation_level=isolation_level)
         return {p: (earliest[TopicPartition(topic, p)].offset, latest[TopicPartition(topic, p)].offset) for p in ids}
 
     # --- fetching ------------------------------------------------------------------------------
@@ -410,7 +453,14 @@ class BlockingFetcher:
         return result
 
     def fetch_range(
-        self, topic: str, partition: int, start: int, end: int, *, max_bytes: int = DEFAULT_PARTITION_MAX_BYTES
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        *,
+        max_bytes: int = DEFAULT_PARTITION_MAX_BYTES,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> Iterator[RawBatches]:
         """The raw batches holding offsets ``[start, end)``, one fetch at a time.
 
@@ -422,7 +472,8 @@ class BlockingFetcher:
         log that ends early: a leader elected since ``end`` was listed knows its high
         watermark only once its followers fetch again, serving less than is committed
         until then, and it answers ListOffsets with OFFSET_NOT_AVAILABLE meanwhile (retried
-        like any retriable error)."""
+        like any retriable error). With READ_COMMITTED the same holds of the last stable offset,
+        and each fetch names the aborted transactions of what it returns (``RawBatches``)."""
         if start > end:
             raise ValueError(f"empty range [{start}, {end}) of {topic}-{partition}: start is after end")
         tp = TopicPartition(topic, partition)
@@ -430,14 +481,15 @@ class BlockingFetcher:
         limit = max_bytes
         while offset < end:
             try:
-                fetched = self.fetch(topic, partition, offset, max_bytes=limit)
+                fetched = self.fetch(topic, partition, offset, max_bytes=limit, isolation_level=isolation_level)
             except OffsetOutOfRangeError as exc:
                 raise self._range_error(tp, start, end, exc.log_start_offset, exc.high_watermark) from exc
-            if 0 <= fetched.high_watermark <= offset:
-                latest = self.list_offsets({tp: LATEST})[tp].offset
+            visible = fetched.high_watermark if isolation_level == READ_UNCOMMITTED else fetched.last_stable_offset
+            if 0 <= visible <= offset:
+                latest = self.list_offsets({tp: LATEST}, isolation_level=isolation_level)[tp].offset
                 if latest > offset:
                     continue  # the new leader knows its high watermark now
-                raise self._range_error(tp, start, end, fetched.log_start_offset, fetched.high_watermark)
+                raise self._range_error(tp, start, end, fetched.log_start_offset, visible)
             if not fetched.batches:
                 if fetched.truncated_bytes and limit < self.config.max_response_size // 2:
                     limit *= 2  # the next batch is larger than the limit: ask for more
@@ -482,12 +534,23 @@ class BlockingFetcher:
         )
 
     def records(
-        self, topic: str, partition: int, start: int, end: int, *, max_bytes: int = DEFAULT_PARTITION_MAX_BYTES
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        *,
+        max_bytes: int = DEFAULT_PARTITION_MAX_BYTES,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> Iterator[Record]:
         """The records with offsets in ``[start, end)``, decompressed and decoded, in
-        order (control records of transactions are skipped)."""
-        for fetched in self.fetch_range(topic, partition, start, end, max_bytes=max_bytes):
-            yield from fetched.iter_records(start, end)
+        order (control records of transactions are skipped; with READ_COMMITTED, so are
+        aborted transactions' records)."""
+        committed = isolation_level == READ_COMMITTED
+        for fetched in self.fetch_range(
+            topic, partition, start, end, max_bytes=max_bytes, isolation_level=isolation_level
+        ):
+            yield from fetched.iter_records(start, end, committed_only=committed)
 
 
 __all__ = ["DEFAULT_RETRY_TIMEOUT", "BlockingConnection", "BlockingFetcher"]

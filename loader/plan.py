@@ -24,6 +24,7 @@ from typing import Any
 
 from tributary.client.blocking import BlockingFetcher
 from tributary.client.errors import KafkaError
+from tributary.client.raw.batches import READ_COMMITTED
 from tributary.loader.errors import LoadError
 
 #: topic -> partition -> offset
@@ -180,9 +181,11 @@ def matching_topics(fetcher: BlockingFetcher, pattern: re.Pattern[str]) -> list[
 
 
 def list_bounds(fetcher: BlockingFetcher, topics: list[str]) -> Bounds:
-    """Earliest and latest offsets of every partition of ``topics``."""
+    """Earliest and latest offsets of every partition of ``topics``. Latest is the last stable
+    offset: a run never plans past a transaction not yet decided (the loader reads committed
+    data only, so a range ending inside an open transaction could never be read whole)."""
     try:
-        return {topic: fetcher.offset_bounds(topic) for topic in topics}
+        return {topic: fetcher.offset_bounds(topic, isolation_level=READ_COMMITTED) for topic in topics}
     except KafkaError as exc:
         raise LoadError(f"cannot list the offsets of the aggregate's partitions: {exc}") from None
 

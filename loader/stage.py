@@ -12,6 +12,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from tributary.client.security.settings import PLAINTEXT, SecurityConfig
 from tributary.loader.errors import LoadError
 from tributary.loader.hadoop import HadoopFS
 from tributary.loader.plan import Plan
@@ -55,11 +56,13 @@ def data_uri(staging: str) -> str:
     return f"{staging}/data"
 
 
-def write_staging(spark: SparkSession, plan: Plan, bootstrap: str, staging: str) -> None:
+def write_staging(
+    spark: SparkSession, plan: Plan, bootstrap: str, staging: str, security: SecurityConfig = PLAINTEXT
+) -> None:
     """One Spark job: a task per range, fetched and decoded in executors, written as Parquet."""
     rows = [(r.topic, r.partition, r.start, r.end) for r in plan.ranges]
     ranges = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), RANGE_SCHEMA)
-    records = ranges.mapInArrow(functools.partial(read_ranges, bootstrap), SPARK_SCHEMA)
+    records = ranges.mapInArrow(functools.partial(read_ranges, bootstrap, security), SPARK_SCHEMA)
     spark.sparkContext.setJobDescription(f"tributary load {plan.run}: read {len(rows)} ranges into staging")
     (
         # Sorted so each file holds its partition's records in offset order (the

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import trio
 
 from tributary.client.admin.admin import Admin
+from tributary.client.group.consumer_protocol import ConsumerProtocolMember
 from tributary.client.group.membership import GroupMember
 from tributary.client.raw.client import RawClient
 from tributary.client.wire.cluster import Cluster
@@ -48,7 +49,7 @@ class MirrorContext:
         self.target_admin = Admin(self.target)
 
     #: Set by the daemon once it is a group member: see :meth:`wait_for_membership`.
-    member: GroupMember | None = None
+    member: GroupMember | ConsumerProtocolMember | None = None
 
     def wake_fetcher(self) -> None:
         self.fetch_wanted.set()

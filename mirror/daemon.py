@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry
 from tributary.client.config import ClientConfig
 from tributary.client.consumer.config import ConsumerConfig
 from tributary.client.errors import KafkaError
+from tributary.client.group.consumer_protocol import ConsumerProtocolMember
 from tributary.client.group.membership import GroupMember, MemberState
 from tributary.client.group.offsets import GroupOffsets, OffsetAndMetadata
 from tributary.client.producer.producer import Producer
@@ -60,6 +61,7 @@ class MirrorStartError(Exception):
 
 def client_config(config: MirrorConfig, role: str) -> ClientConfig:
     return ClientConfig(
+        security=config.source_security if role == "source" else config.target_security,
         client_id=f"tributary-mirror-{config.source_alias}-{role}",
         request_timeout=config.request_timeout_ms / 1000,
         max_in_flight=config.max_inflight_requests,
@@ -108,6 +110,9 @@ class MirrorSide:
         self.topics = matched
         return True
 
+    def pattern(self) -> str | None:
+        return None  # the mirror's filter (include, exclude, aliases) runs here: it sends topic names
+
     def failed(self, error: KafkaError) -> None:
         log.error("event=group_failed group=%s error=%r", self.mirror.config.group, str(error))
         self.error = error
@@ -138,7 +143,7 @@ class Mirror:
         self._checkpoint_lock = trio.Lock()
         self._ctx: MirrorContext | None = None
         self._side: MirrorSide | None = None
-        self.member: GroupMember | None = None
+        self.member: GroupMember | ConsumerProtocolMember | None = None
 
     @property
     def ctx(self) -> MirrorContext:
@@ -199,6 +204,7 @@ class Mirror:
         config = self.config
         consumer_config = ConsumerConfig(
             partition_assignment_strategy=(config.assignor,),
+            group_protocol="consumer" if config.group_protocol == "consumer" else "classic",
             session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=config.heartbeat_interval_ms,
             enable_auto_commit=False,
@@ -206,7 +212,8 @@ class Mirror:
         async with trio.open_nursery() as nursery:
             side = self._side = MirrorSide(self, nursery)
             side.match_pattern(source.metadata)
-            member = self.member = self.ctx.member = GroupMember(source, config.group, consumer_config, side)
+            kind = ConsumerProtocolMember if config.group_protocol == "consumer" else GroupMember
+            member = self.member = self.ctx.member = kind(source, config.group, consumer_config, side)
             member_scope = trio.CancelScope()
 
             async def run_member() -> None:

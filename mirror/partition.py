@@ -21,6 +21,7 @@ answer, and resumes from there.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from tributary.client.errors import KafkaConnectionError, KafkaError
 from tributary.client.producer.idempotence import SEQUENCE_MODULUS, init_producer_id
 from tributary.client.raw.batches import ProduceResult, RawBatches
 from tributary.client.wire.metadata import TopicPartition
-from tributary.mirror.batches import Stamp, copyable, for_target
+from tributary.mirror.batches import SourceBatch, Stamp, copyable, for_target, prepare
 from tributary.mirror.checkpoint import Checkpoint
 from tributary.mirror.context import MirrorContext
 from tributary.mirror.offset_map import MappingEntry
@@ -144,12 +145,18 @@ class PartitionCopier:
         source_start = (await ctx.source_admin.earliest_offsets([state.source]))[state.source]
         return Checkpoint(source_start, target_start)
 
-    async def _rerecord(self, source: BatchHeader, aggregate: BatchHeader) -> None:
-        await self.ctx.mapping.add(self._entry(source, aggregate.base_offset))
+    async def _rerecord(self, source: SourceBatch, aggregate: BatchHeader) -> None:
+        for entry in self._entries(source, aggregate.base_offset):
+            await self.ctx.mapping.add(entry)
 
-    def _entry(self, source: BatchHeader, aggregate_base: int) -> MappingEntry:
+    def _entries(self, source: SourceBatch, aggregate_base: int) -> list[MappingEntry]:
+        """The translation of one copied batch: an entry per run of consecutive source offsets
+        (one, unless a log cleaner left gaps inside the batch)."""
         tp = self.state.source
-        return MappingEntry(self.alias, tp.topic, tp.partition, source.base_offset, source.last_offset, aggregate_base)
+        return [
+            MappingEntry(self.alias, tp.topic, tp.partition, run.first, run.last, aggregate_base + run.position)
+            for run in source.runs
+        ]
 
     async def recover(self, saved: Checkpoint | None = None, *, first: bool = False) -> None:
         """Find the exact resume position, retrying with backoff while either side is
@@ -226,36 +233,42 @@ class PartitionCopier:
         ctx, state = self.ctx, self.state
         assert state.copied is not None
         state.high_watermark = max(state.high_watermark, fetched.high_watermark)
-        selected = list(copyable(fetched, state.copied.source))
+        selected = [prepare(header, data) for header, data in copyable(fetched, state.copied.source)]
         payloads, stamps = self._stamped(selected)
         # Consecutive batches whose offsets moved by the same amount need one translation
-        # entry between them, not one each: the entry covers the run, (source base, source
-        # last, aggregate base) while it grows.
-        run: tuple[int, int, int] | None = None
+        # entry between them, not one each: the entry covers the run.
+        run: MappingEntry | None = None
         done = 0
         backoff = ctx.target.config.retry_backoff
         while done < len(selected) and not state.stopping:
             results, error = await self._produce(payloads[done:])
             records = size = 0
             for result in results:
-                header = selected[done][0]
+                prepared = selected[done]
+                header, produced = prepared.source, prepared.header
                 self.stamp = stamps[done + 1]
-                copied = state.copied
-                if result.base_offset != copied.aggregate:
+                if result.base_offset != state.copied.aggregate:
                     # Someone else appended to the aggregate partition: the copy is still exact
                     # (translation uses the real offset), but it is worth an operator's look.
                     ctx.metrics.error("aggregate_offset_gap")
                     log.warning(
                         "event=aggregate_offset_gap target=%s expected=%d got=%d",
-                        state.target, copied.aggregate, result.base_offset,
+                        state.target, state.copied.aggregate, result.base_offset,
                     )  # fmt: skip
-                if run is not None and run[2] - run[0] == result.base_offset - header.base_offset:
-                    run = (run[0], header.last_offset, run[2])
-                else:
-                    await self._record(run)  # (a checkpoint may cover what came before this batch)
-                    run = (header.base_offset, header.last_offset, result.base_offset)
-                state.copied = Checkpoint(header.next_offset, result.base_offset + header.last_offset_delta + 1)
+                before = state.copied
+                state.copied = Checkpoint(header.next_offset, result.base_offset + produced.last_offset_delta + 1)
                 state.last_timestamp_ms = max(state.last_timestamp_ms, header.max_timestamp)
+                for entry in self._entries(prepared, result.base_offset):
+                    if (
+                        run is not None
+                        and run.source_last + 1 == entry.source_base
+                        and run.aggregate_base - run.source_base == entry.aggregate_base - entry.source_base
+                    ):
+                        run = dataclasses.replace(run, source_last=entry.source_last)
+                    else:
+                        # A checkpoint may cover what came before this batch, not yet the batch.
+                        await self._record(run, before)
+                        run = entry
                 records += header.record_count
                 size += len(payloads[done])
                 done += 1
@@ -279,24 +292,24 @@ class PartitionCopier:
             state.copied = Checkpoint(fetched.next_offset, state.copied.aggregate)
         await self._record(run)
 
-    def _stamped(self, selected: list[tuple[BatchHeader, BytesLike]]) -> tuple[list[BytesLike], list[Stamp]]:
+    def _stamped(self, selected: list[SourceBatch]) -> tuple[list[BytesLike], list[Stamp]]:
         """The bytes to produce for each selected batch, stamped once with the sequence it keeps
         when sent again, and the stamp in force after each (``stamps[i]`` before batch ``i``)."""
         stamps = [self.stamp]
         payloads: list[BytesLike] = []
-        for header, data in selected:
+        for prepared in selected:
             stamp = stamps[-1]
-            payloads.append(for_target(header, data, stamp))
-            sequence = (stamp.base_sequence + header.last_offset_delta + 1) % SEQUENCE_MODULUS
+            payloads.append(for_target(prepared.header, prepared.data, stamp))
+            sequence = (stamp.base_sequence + prepared.header.last_offset_delta + 1) % SEQUENCE_MODULUS
             stamps.append(stamp._replace(base_sequence=sequence))
         return payloads, stamps
 
-    async def _record(self, run: tuple[int, int, int] | None) -> None:
-        """Write a run's translation entry; from then on, a checkpoint may cover what was copied."""
+    async def _record(self, run: MappingEntry | None, upto: Checkpoint | None = None) -> None:
+        """Write a run's translation entry; from then on, a checkpoint may cover what was copied
+        (up to ``upto``, when the batch just copied still has entries to come)."""
         if run is not None:
-            tp = self.state.source
-            await self.ctx.mapping.add(MappingEntry(self.alias, tp.topic, tp.partition, *run))
-        self.state.recorded = self.state.copied
+            await self.ctx.mapping.add(run)
+        self.state.recorded = self.state.copied if upto is None else upto
 
     def _may_send(self) -> bool:
         return not self.state.stopping and self.ctx.counted_in()

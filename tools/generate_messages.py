@@ -31,6 +31,8 @@ OUT_DIR = ROOT / "protocol" / "messages"
 MODULES: dict[str, tuple[str, ...]] = {
     "header": ("RequestHeader", "ResponseHeader"),
     "consumer_protocol": ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment"),
+    "consumer_group_heartbeat": ("ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse"),
+    "consumer_group_describe": ("ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse"),
     "produce": ("ProduceRequest", "ProduceResponse"),
     "fetch": ("FetchRequest", "FetchResponse"),
     "list_offsets": ("ListOffsetsRequest", "ListOffsetsResponse"),
@@ -59,6 +61,23 @@ MODULES: dict[str, tuple[str, ...]] = {
     "elect_leaders": ("ElectLeadersRequest", "ElectLeadersResponse"),
     "alter_partition_reassignments": ("AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"),
     "list_partition_reassignments": ("ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"),
+    "delete_records": ("DeleteRecordsRequest", "DeleteRecordsResponse"),
+    "describe_cluster": ("DescribeClusterRequest", "DescribeClusterResponse"),
+    "describe_producers": ("DescribeProducersRequest", "DescribeProducersResponse"),
+    "add_partitions_to_txn": ("AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse"),
+    "add_offsets_to_txn": ("AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse"),
+    "end_txn": ("EndTxnRequest", "EndTxnResponse"),
+    "write_txn_markers": ("WriteTxnMarkersRequest", "WriteTxnMarkersResponse"),
+    "txn_offset_commit": ("TxnOffsetCommitRequest", "TxnOffsetCommitResponse"),
+    "describe_transactions": ("DescribeTransactionsRequest", "DescribeTransactionsResponse"),
+    "list_transactions": ("ListTransactionsRequest", "ListTransactionsResponse"),
+    "sasl_handshake": ("SaslHandshakeRequest", "SaslHandshakeResponse"),
+    "sasl_authenticate": ("SaslAuthenticateRequest", "SaslAuthenticateResponse"),
+    "describe_user_scram_credentials": (
+        "DescribeUserScramCredentialsRequest",
+        "DescribeUserScramCredentialsResponse",
+    ),
+    "alter_user_scram_credentials": ("AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse"),
     "describe_acls": ("DescribeAclsRequest", "DescribeAclsResponse"),
     "create_acls": ("CreateAclsRequest", "CreateAclsResponse"),
     "delete_acls": ("DeleteAclsRequest", "DeleteAclsResponse"),
@@ -183,23 +202,26 @@ class MessageGen:
         if t == "uuid":
             return "NULL_UUID", "NULL_UUID"
         # bytes and records
-        return "b\"\"", "b\"\""
+        return 'b""', 'b""'
 
     def field_lines(self, fields: list[dict[str, object]], indent: str) -> list[str]:
         out = []
         for f in fields:
             about = str(f.get("about", "")).strip()
             if about:
-                out.extend(textwrap.wrap(about, 100, initial_indent=f"{indent}#: ",
-                                         subsequent_indent=f"{indent}#: "))
+                out.extend(textwrap.wrap(about, 100, initial_indent=f"{indent}#: ", subsequent_indent=f"{indent}#: "))
             out.append(f"{indent}{snake(str(f['name']))}: {self.py_type(f)} = {self.default(f)[0]}")
         return out
 
     def spec_expr(self, cls_path: str, fields: list[dict[str, object]], indent: str) -> str:
         lines = [f"Struct({cls_path}, ("]
         for f in fields:
-            args = [repr(snake(str(f["name"]))), repr(str(f["name"])), repr(str(f["type"])),
-                    versions_expr(str(f["versions"]))]
+            args = [
+                repr(snake(str(f["name"]))),
+                repr(str(f["name"])),
+                repr(str(f["type"])),
+                versions_expr(str(f["versions"])),
+            ]
             kw = []
             if f.get("nullableVersions") not in (None, "none"):
                 kw.append(f"nullable={versions_expr(str(f['nullableVersions']))}")
@@ -227,8 +249,10 @@ class MessageGen:
         out = ["@dataclass(slots=True)", f"class {self.name}:"]
         kind = self.spec["type"]
         api = f", API key {self.spec['apiKey']}" if "apiKey" in self.spec else ""
-        out.append(f'    """Kafka {kind} {self.name}{api}: versions {self.spec["validVersions"]}, '
-                   f'flexible {self.spec.get("flexibleVersions", "none")}."""')
+        out.append(
+            f'    """Kafka {kind} {self.name}{api}: versions {self.spec["validVersions"]}, '
+            f'flexible {self.spec.get("flexibleVersions", "none")}."""'
+        )
         out.append("")
         out.append("    SPEC: ClassVar[Message]")
         for s in self.structs:
@@ -284,21 +308,26 @@ def imports_for(body: str) -> str:
 
 def render_module(module: str, names: tuple[str, ...], schemas: Path) -> str:
     body = "".join(f"\n\n{MessageGen(load_json(schemas / f'{name}.json')).render()}\n" for name in names)
-    header = HEADER.format(doc=f"Kafka messages: {', '.join(names)}.",
-                           files=", ".join(f"{n}.json" for n in names), imports=imports_for(body))
+    header = HEADER.format(
+        doc=f"Kafka messages: {', '.join(names)}.",
+        files=", ".join(f"{n}.json" for n in names),
+        imports=imports_for(body),
+    )
     return header + body
 
 
 def render_index(schemas: Path) -> str:
-    lines = ['"""Every declared Kafka message, and the request/response classes by API key.',
-             "",
-             "Generated by tools/generate_messages.py. Do not edit by hand.",
-             '"""',
-             "",
-             "from __future__ import annotations",
-             "",
-             "from enum import IntEnum",
-             ""]
+    lines = [
+        '"""Every declared Kafka message, and the request/response classes by API key.',
+        "",
+        "Generated by tools/generate_messages.py. Do not edit by hand.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from enum import IntEnum",
+        "",
+    ]
     apis: list[tuple[int, str, str]] = []
     exported: list[str] = []
     for module, names in sorted(MODULES.items()):
@@ -313,8 +342,12 @@ def render_index(schemas: Path) -> str:
     lines += ["", "", "class ApiKey(IntEnum):", '    """The API keys of the declared requests."""', ""]
     for key, req, _ in apis:
         lines.append(f"    {snake(req.removesuffix('Request')).upper()} = {key}")
-    lines += ["", "", "#: API key -> (request class, response class)",
-              "API_MESSAGES: dict[ApiKey, tuple[type, type]] = {"]
+    lines += [
+        "",
+        "",
+        "#: API key -> (request class, response class)",
+        "API_MESSAGES: dict[ApiKey, tuple[type, type]] = {",
+    ]
     for _key, req, resp in apis:
         lines.append(f"    ApiKey.{snake(req.removesuffix('Request')).upper()}: ({req}, {resp}),")
     lines += ["}", "", "__all__ = [", '    "API_MESSAGES",', '    "ApiKey",']

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tributary.broker.group.consumer_assignors import SERVER_ASSIGNORS
+
 MINUTE_MS = 60 * 1000
+
+#: ``group.consumer.migration.policy``: which way a group may change type while it has
+#: members (an empty group always may): ``upgrade`` classic to consumer when a member joins
+#: with ConsumerGroupHeartbeat, ``downgrade`` consumer to classic when the last such member
+#: leaves a group of JoinGroup members; Kafka 4.0's default allows both.
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +40,24 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     #: ``offset.metadata.max.bytes``: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
     offset_metadata_max_bytes: int = 4096
+    # --- consumer groups (KIP-848), Kafka 4.0's names and defaults --------------------------
+    #: ``group.consumer.heartbeat.interval.ms``: how often members are told to heartbeat,
+    #: within ``group.consumer.min.heartbeat.interval.ms`` and ``...max...``.
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_min_heartbeat_interval_ms: int = 5000
+    consumer_max_heartbeat_interval_ms: int = 15000
+    #: ``group.consumer.session.timeout.ms``: a member not heard from this long is removed,
+    #: within ``group.consumer.min.session.timeout.ms`` and ``...max...``.
+    consumer_session_timeout_ms: int = 45000
+    consumer_min_session_timeout_ms: int = 45000
+    consumer_max_session_timeout_ms: int = 60000
+    #: ``group.consumer.assignors``: the server assignors members may ask for; the first is
+    #: the default.
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    #: ``group.consumer.migration.policy`` (see MIGRATION_POLICIES).
+    consumer_migration_policy: str = "bidirectional"
+    #: ``group.consumer.max.size``: members a consumer group may have.
+    consumer_max_size: int = 2**31 - 1
 
     def __post_init__(self) -> None:
         if self.initial_rebalance_delay_ms < 0:
@@ -48,6 +74,41 @@ class GroupConfig:
             raise ValueError("offset.metadata.max.bytes must be >= 0")
         if self.offsets_topic_segment_bytes < 14:
             raise ValueError("offsets.topic.segment.bytes must be >= 14")
+        self._check_consumer_settings()
+
+    def _check_consumer_settings(self) -> None:
+        # Kafka's GroupCoordinatorConfig checks, in its words.
+        bounds = (
+            ("group.consumer.heartbeat.interval.ms", self.consumer_heartbeat_interval_ms,
+             self.consumer_min_heartbeat_interval_ms, self.consumer_max_heartbeat_interval_ms),
+            ("group.consumer.session.timeout.ms", self.consumer_session_timeout_ms,
+             self.consumer_min_session_timeout_ms, self.consumer_max_session_timeout_ms),
+        )  # fmt: skip
+        for name, value, low, high in bounds:
+            if low < 1 or high < low:
+                raise ValueError(f"{name}: its min must be >= 1 and <= its max (min {low}, max {high})")
+            if not low <= value <= high:
+                raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        if not self.consumer_assignors:
+            raise ValueError("group.consumer.assignors must name at least one assignor")
+        unknown = [name for name in self.consumer_assignors if name not in SERVER_ASSIGNORS]
+        if unknown:
+            known = ", ".join(SERVER_ASSIGNORS)
+            raise ValueError(f"group.consumer.assignors: unknown assignors {unknown} (known: {known})")
+        if self.consumer_migration_policy not in MIGRATION_POLICIES:
+            raise ValueError(f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}")
+        if self.consumer_max_size < 1:
+            raise ValueError("group.consumer.max.size must be >= 1")
+
+    @property
+    def upgrade_allowed(self) -> bool:
+        return self.consumer_migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_allowed(self) -> bool:
+        return self.consumer_migration_policy in ("downgrade", "bidirectional")
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -514,12 +514,18 @@ class Membership:
 
     def unload(self, group: Group) -> None:
         """This broker no longer coordinates the group: whoever waits is told so."""
+        self.retire(group, ErrorCode.NOT_COORDINATOR)
+        group.transition(DEAD, self.rt.now_ms)
+
+    def retire(self, group: Group, error: ErrorCode) -> None:
+        """The group stops running here (unloaded, or become a consumer group): whoever
+        waits is answered ``error`` and its timers go; its data stays as it is."""
         for member in group.members.values():
             if member.awaiting_join is not None:
-                self._reply_join(member.awaiting_join, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+                self._reply_join(member.awaiting_join, JoinResult(error, member.member_id))
                 member.awaiting_join = None
             if member.awaiting_sync is not None:
-                self.rt.reply(member.awaiting_sync, SyncResult(ErrorCode.NOT_COORDINATOR))
+                self.rt.reply(member.awaiting_sync, SyncResult(error))
                 member.awaiting_sync = None
             self.rt.timers.cancel(("heartbeat", group.group_id, member.member_id))
         for member_id in group.pending_members:
@@ -527,7 +533,19 @@ class Membership:
         self.rt.timers.cancel(("join", group.group_id))
         self.rt.timers.cancel(("sync", group.group_id))
         self._initial_join.pop(group.group_id, None)
-        group.transition(DEAD, self.rt.now_ms)
+
+    def revive(self, group: Group) -> None:
+        """A retired group runs again (its retirement was not written): sessions and the
+        timer of the phase it is in start afresh."""
+        self.loaded(group)
+        if group.is_(PREPARING):
+            self.rt.timers.schedule(("join", group.group_id), self.rt.now_ms + group.rebalance_timeout_ms)
+        elif group.is_(COMPLETING):
+            self.rt.timers.schedule(("sync", group.group_id), self.rt.now_ms + group.rebalance_timeout_ms)
+
+    def rebalance(self, group: Group, reason: str) -> None:
+        """Start a rebalance of a group that can have one (a consumer group just downgraded)."""
+        self._maybe_prepare_rebalance(group, reason)
 
     # --- shared ------------------------------------------------------------------------------
 

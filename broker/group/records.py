@@ -5,7 +5,8 @@ topic as they would a Kafka cluster's.
 A key starts with an int16 that says what the record is:
 
 - 0 or 1, an offset commit: ``group string, topic string, partition int32``;
-- 2, a group's metadata: ``group string``.
+- 2, a group's metadata: ``group string``;
+- 3 to 8 (and 16), the records of a ``consumer`` group (KIP-848): see ``consumer_records``.
 
 A value starts with its own int16 version. Offset commit values::
 
@@ -32,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tributary.broker.group import consumer_records
+from tributary.broker.group.consumer_records import ConsumerKey
 from tributary.broker.group.offsets import OffsetAndMetadata
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.primitives import Reader, Writer
@@ -101,7 +104,8 @@ def encode_group_key(group: str) -> bytes:
     return w.getvalue()
 
 
-def decode_key(data: bytes) -> OffsetKey | GroupKey:
+def decode_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey:
+    """An offset commit's key, a classic group's, or a consumer group's (``consumer_records``)."""
     try:
         r = Reader(data)
         version = r.int16()
@@ -109,6 +113,8 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey:
             return OffsetKey(r.string(), r.string(), r.int32())
         if version == GROUP_KEY_VERSION:
             return GroupKey(r.string())
+        if version in consumer_records.KEY_VERSIONS:
+            return consumer_records.decode_key_body(version, r)
     except ProtocolError as exc:
         raise RecordFormatError(f"malformed key: {exc}") from None
     raise RecordFormatError(f"unknown key version {version}")

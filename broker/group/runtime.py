@@ -16,7 +16,15 @@ from collections.abc import Callable, Sequence
 
 from tributary.broker.group.config import GroupConfig
 from tributary.broker.group.member import Ticket
-from tributary.broker.group.messages import CommitResult, Effect, JoinResult, Reply, SyncResult, Write
+from tributary.broker.group.messages import (
+    CommitResult,
+    ConsumerHeartbeatResult,
+    Effect,
+    JoinResult,
+    Reply,
+    SyncResult,
+    Write,
+)
 from tributary.broker.group.timers import TimerQueue
 from tributary.protocol.error_codes import ErrorCode
 
@@ -46,15 +54,20 @@ class Runtime:
         effects, self._effects = self._effects, []
         return effects
 
-    def reply(self, ticket: Ticket, result: JoinResult | SyncResult | CommitResult) -> None:
+    def reply(self, ticket: Ticket, result: JoinResult | SyncResult | CommitResult | ConsumerHeartbeatResult) -> None:
         self._effects.append(Reply(ticket, result))
 
     def write(
-        self, partition: int, records: Sequence[tuple[bytes, bytes | None]], then: Continuation | None = None
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        then: Continuation | None = None,
+        *,
+        producer: tuple[int, int] | None = None,
     ) -> None:
         write_id = next(self._write_ids)
         self._continuations[write_id] = then
-        self._effects.append(Write(write_id, partition, tuple(records)))
+        self._effects.append(Write(write_id, partition, tuple(records), producer))
 
     def complete_write(self, write_id: int, error: ErrorCode) -> None:
         then = self._continuations.pop(write_id, None)
@@ -79,6 +92,18 @@ def group_store_error(error: ErrorCode) -> ErrorCode:
     if error == ErrorCode.REQUEST_TIMED_OUT:
         return ErrorCode.REBALANCE_IN_PROGRESS
     if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return error
+
+
+def consumer_store_error(error: ErrorCode) -> ErrorCode:
+    """What a failed write of a consumer group's records tells the member (Kafka's
+    GroupCoordinatorService.handleOperationException)."""
+    if error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
         return ErrorCode.UNKNOWN_SERVER_ERROR
     return error
 

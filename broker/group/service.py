@@ -19,21 +19,29 @@ out of it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
 import logging
 import time
+import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import trio
 
-from tributary.broker.cluster.model import ClusterSnapshot
+from tributary.broker.cluster.model import ClusterSnapshot, same_topic
 from tributary.broker.cluster.registry import ClusterRegistry
+from tributary.broker.group.consumer_group import TopicImage
+from tributary.broker.group.consumer_records import TopicMetadata
 from tributary.broker.group.coordinator import GroupCoordinator
 from tributary.broker.group.messages import (
     CommitRequest,
     CommitResult,
+    ConsumerGroupSummary,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResult,
     Effect,
     FetchResult,
     GroupSummary,
@@ -45,6 +53,7 @@ from tributary.broker.group.messages import (
     Reply,
     SyncRequest,
     SyncResult,
+    TxnCommitRequest,
 )
 from tributary.broker.group.offsets import TopicPartition
 from tributary.broker.group.placement import OFFSETS_TOPIC
@@ -68,6 +77,28 @@ def wall_clock_ms() -> int:
     outlive the process), while the timers need a clock that a step of the system
     clock cannot stall or fire early."""
     return _WALL_AT_START_MS + (time.monotonic_ns() - _MONOTONIC_AT_START_NS) // 1_000_000
+
+
+def topic_uuid(topic_id: str) -> uuid.UUID | None:
+    """A topic id as the registry keeps it (Kafka's base64url text) as a UUID; None for a
+    topic without one, which consumer groups then cannot name."""
+    if not topic_id:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return uuid.UUID(bytes=raw) if len(raw) == 16 else None
+
+
+def topic_image(snapshot: ClusterSnapshot) -> TopicImage:
+    """The topics consumer groups subscribe to, with their ids and partition counts."""
+    topics = {}
+    for name, info in snapshot.topics.items():
+        topic_id = topic_uuid(info.topic_id)
+        if topic_id is not None and info.partitions:
+            topics[name] = TopicMetadata(topic_id, name, len(info.partitions))
+    return TopicImage(topics)
 
 
 class _Waiter:
@@ -110,6 +141,26 @@ class GroupService:
         result: CommitResult = await self._wait(lambda now, ticket: self.coordinator.commit(now, ticket, req))
         return result
 
+    async def consumer_heartbeat(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
+        result: ConsumerHeartbeatResult = await self._wait(
+            lambda now, ticket: self.coordinator.consumer_heartbeat(now, ticket, req)
+        )
+        return result
+
+    def consumer_describe(self, group_id: str) -> ConsumerGroupSummary:
+        return self.coordinator.consumer_describe(group_id)
+
+    async def update_topics(self, snapshot: ClusterSnapshot) -> None:
+        await self._apply(self.coordinator.update_topics(self._clock(), topic_image(snapshot)))
+
+    async def txn_commit(self, req: TxnCommitRequest) -> CommitResult:
+        result: CommitResult = await self._wait(lambda now, ticket: self.coordinator.txn_commit(now, ticket, req))
+        return result
+
+    async def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction's marker is in ``partition`` (WriteTxnMarkers appended it)."""
+        await self._apply(self.coordinator.complete_txn(self._clock(), partition, producer_id, commit))
+
     async def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
@@ -141,8 +192,10 @@ class GroupService:
     def describe(self, group_id: str) -> GroupSummary:
         return self.coordinator.describe(group_id)
 
-    def list_groups(self) -> tuple[ErrorCode, list[ListedGroup]]:
-        return self.coordinator.list_groups()
+    def list_groups(
+        self, states: Collection[str] = (), types: Collection[str] = ()
+    ) -> tuple[ErrorCode, list[ListedGroup]]:
+        return self.coordinator.list_groups(states, types)
 
     async def _wait(self, call: Callable[[int, int], list[Effect]]) -> Any:
         ticket = next(self._tickets)
@@ -168,7 +221,7 @@ class GroupService:
                 replies.append(effect)
                 continue
             now = self._clock()
-            error = self._storage.append(effect.partition, effect.records, now)
+            error = self._storage.append(effect.partition, effect.records, now, effect.producer)
             wrote = True
             queue.extend(self.coordinator.write_completed(now, effect.write_id, error))
         self._deadlines_changed.set()
@@ -235,6 +288,7 @@ class GroupService:
         Started once the current leadership has been applied (loads may still run)."""
         previous: ClusterSnapshot | None = None
         async for snapshot in registry.snapshots():
+            await self.update_topics(snapshot)
             if previous is not None:
                 await self._forget_deleted_topics(previous, snapshot)
             await self._follow_offsets_partitions(previous, snapshot, registry.broker_id)
@@ -252,7 +306,7 @@ class GroupService:
             led = {p for p, state in info.partitions.items() if state.leader == broker_id}
         owned = set(self.coordinator.owned_partitions)
         before = previous.topics.get(OFFSETS_TOPIC) if previous is not None else None
-        recreated = before is not None and (info is None or info.topic_id != before.topic_id)
+        recreated = before is not None and not same_topic(before, info)
         # A deleted (maybe recreated) topic: nothing carries over.
         lost = owned if recreated else owned - led
         for partition in sorted(lost):
@@ -264,8 +318,7 @@ class GroupService:
         gone = {
             name
             for name, info in previous.topics.items()
-            if name != OFFSETS_TOPIC
-            and (name not in snapshot.topics or snapshot.topics[name].topic_id != info.topic_id)
+            if name != OFFSETS_TOPIC and not same_topic(info, snapshot.topics.get(name))
         }
         if gone:
             await self._apply(self.coordinator.remove_topic_offsets(self._clock(), gone))

@@ -2,9 +2,12 @@
 appended as record batches like any producer's, and read back whole when the
 broker takes over a partition.
 
-The topic is not compacted (the log has no cleaner): every commit stays in it,
-so loading reads everything the partition ever received. Its retention is
-infinite, so nothing a group still needs is ever deleted.
+The topic is compacted (docs/compaction.md): the log cleaner keeps the latest record
+of each key, so loading reads about one record per group, topic and partition plus
+what arrived since the last clean, however many commits were made. A compacted
+log has offset gaps and, for a while, tombstones; a load reads past the first and
+applies the second. Its retention is infinite, so nothing a group still needs is
+ever deleted.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Protocol
 import trio
 
 from tributary.broker.cluster.model import ClusterSnapshot
+from tributary.broker.group.messages import Loaded, TxnEnd, TxnRecord
 from tributary.broker.group.placement import OFFSETS_TOPIC
 from tributary.broker.log.errors import LogError
 from tributary.broker.log.log import PartitionLog
@@ -24,11 +28,11 @@ from tributary.broker.log.reads import ReadResult
 from tributary.broker.partitions import Partition, PartitionManager
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.errors import ProtocolError
-from tributary.protocol.records import build_batch, iter_batches, iter_records
+from tributary.protocol.records import ControlType, build_batch, iter_batches, iter_records, read_marker
 
 log = logging.getLogger(__name__)
 
-Records = list[tuple[bytes, bytes | None]]
+Records = list[Loaded]
 
 #: Bytes read per step while loading a partition.
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
@@ -48,7 +52,13 @@ class StorageError(Exception):
 class Storage(Protocol):
     """What the driver needs of the offsets logs (tests substitute an in-memory one)."""
 
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> ErrorCode: ...
+    def append(
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        now_ms: int,
+        producer: tuple[int, int] | None = None,
+    ) -> ErrorCode: ...
 
     async def flush(self) -> None:
         """Make the appended records as durable as the broker promises before answering."""
@@ -65,15 +75,30 @@ class OffsetsLogStorage:
         # Replicated partitions appended to, and the offset their high watermark must reach.
         self._unreplicated: dict[Partition, int] = {}
 
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> ErrorCode:
+    def append(
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        now_ms: int,
+        producer: tuple[int, int] | None = None,
+    ) -> ErrorCode:
         """Appends the records as one batch (so a commit of many partitions is all or
-        nothing); returns the error code of a refusal."""
+        nothing); returns the error code of a refusal. ``producer``: (id, epoch) of the
+        transaction the records belong to (TxnOffsetCommit), written as its batch; the log
+        fences an older epoch (INVALID_PRODUCER_EPOCH)."""
         target = self._partitions.lookup(self._snapshot(), OFFSETS_TOPIC, partition)
         if isinstance(target, ErrorCode):
             return target
-        batch = build_batch((key, value, (), now_ms) for key, value in records)
+        rows = ((key, value, (), now_ms) for key, value in records)
+        if producer is None:
+            batch = build_batch(rows)
+        else:
+            # As Kafka: the coordinator's own sequence (0), not checked for coordinator appends.
+            batch = build_batch(
+                rows, producer_id=producer[0], producer_epoch=producer[1], base_sequence=0, is_transactional=True
+            )
         try:
-            result = target.append(batch, now_ms)
+            result = target.append(batch, now_ms, coordinator=producer is not None)
         except LogError as exc:
             log.warning("%s-%d: append refused: %s", OFFSETS_TOPIC, partition, exc)
             return exc.error_code
@@ -123,13 +148,19 @@ class OffsetsLogStorage:
 
 
 def _decode(result: ReadResult) -> Records:
+    """The records in log order; those of transactional batches and the markers say whose."""
     data = result.read_bytes()
     out: Records = []
     for pos, header in iter_batches(data):
-        if header.is_control:
-            continue
         try:
-            out += [(r.key, r.value) for r in iter_records(data, pos) if r.key is not None]
+            if header.is_control:
+                marker = read_marker(data, pos)
+                if marker is not None:
+                    out.append(TxnEnd(header.producer_id, marker.control_type is ControlType.COMMIT))
+            elif header.is_transactional:
+                out += [TxnRecord(header.producer_id, r.key, r.value) for r in iter_records(data, pos) if r.key]
+            else:
+                out += [(r.key, r.value) for r in iter_records(data, pos) if r.key is not None]
         except ProtocolError as exc:
             log.warning("%s: skipping a batch at offset %d: %s", OFFSETS_TOPIC, header.base_offset, exc)
     return out

@@ -9,10 +9,17 @@ from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
+#: From this version a group that is not classic is GROUP_ID_NOT_FOUND (Kafka 4.0); before
+#: it, a Dead group with no error, as for an unknown group.
+NOT_FOUND_VERSION = 6
 
-def _described(summary: GroupSummary) -> DescribeGroupsResponse.DescribedGroup:
+
+def _described(summary: GroupSummary, version: int) -> DescribeGroupsResponse.DescribedGroup:
+    error = summary.error
+    if summary.consumer_group and version >= NOT_FOUND_VERSION:
+        error = ErrorCode.GROUP_ID_NOT_FOUND
     return DescribeGroupsResponse.DescribedGroup(
-        error_code=summary.error,
+        error_code=error,
         group_id=summary.group_id,
         group_state=summary.state,
         protocol_type=summary.protocol_type,
@@ -33,8 +40,8 @@ def _described(summary: GroupSummary) -> DescribeGroupsResponse.DescribedGroup:
 
 def _describe(ctx: RequestContext, group_id: str) -> DescribeGroupsResponse.DescribedGroup:
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-        return _described(GroupSummary(ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id))
-    return _described(ctx.broker.groups.describe(group_id))
+        return _described(GroupSummary(ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id), ctx.api_version)
+    return _described(ctx.broker.groups.describe(group_id), ctx.api_version)
 
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:

@@ -9,7 +9,8 @@ from tributary.protocol.messages import ListGroupsRequest, ListGroupsResponse
 
 
 async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
-    error, groups = ctx.broker.groups.list_groups()
+    # v4 filters by state, v5 by type ("classic", "consumer"); older versions send neither.
+    error, groups = ctx.broker.groups.list_groups(request.states_filter, request.types_filter)
     if not ctx.authorize_cluster(AclOperation.DESCRIBE, log_denied=False):
         described = ctx.authorized(
             AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups), log_denied=False
@@ -18,7 +19,9 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
     return ListGroupsResponse(
         error_code=error,
         groups=[
-            ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
+            ListGroupsResponse.ListedGroup(
+                group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type
+            )
             for g in groups
         ],
     )

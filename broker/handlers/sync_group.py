@@ -20,6 +20,8 @@ async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupRes
             member_id=request.member_id,
             group_instance_id=request.group_instance_id,
             assignments={a.member_id: a.assignment for a in request.assignments},
+            protocol_type=request.protocol_type,
+            protocol_name=request.protocol_name,
         )
     )
     return SyncGroupResponse(

@@ -52,6 +52,20 @@ class InvalidProducerEpochError(LogError):
     error_code = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
+class InvalidTxnStateError(LogError):
+    """A batch that contradicts the producer's transaction state in this partition: a
+    non-transactional batch while its transaction is open, or a new epoch over an open one."""
+
+    error_code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A transaction marker from a coordinator older than one that already wrote here: a
+    coordinator that lost the leadership of its ``__transaction_state`` partition."""
+
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
 class OffsetOutOfRangeError(LogError):
     """An offset below the log start or above the log end."""
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from tributary.broker.log import swap
 from tributary.broker.log.config import FULL, LogConfig
 from tributary.broker.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from tributary.broker.log.errors import (
@@ -36,63 +37,77 @@ from tributary.broker.log.errors import (
     RecordTooLargeError,
     StorageError,
 )
-from tributary.broker.log.files import atomic_write, fsync_dir, unlink_quietly
-from tributary.broker.log.producer_state import ProducerStateManager
-from tributary.broker.log.reads import FileRegion, ReadResult
+from tributary.broker.log.files import fsync_dir, unlink_quietly
+from tributary.broker.log.producer_snapshots import (
+    LEGACY_SNAPSHOT_FILE,
+    delete_snapshots,
+    load_latest,
+    sync_snapshot,
+    write_snapshot,
+)
+from tributary.broker.log.producer_state import CompletedTxn, ProducerStateManager
+from tributary.broker.log.reads import READ_UNCOMMITTED, FileRegion, Isolation, ReadResult
 from tributary.broker.log.segment import (
-    INDEX_SUFFIX,
     INT32_MAX,
     LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
+    SEGMENT_SUFFIXES,
     Segment,
     parse_segment_file_name,
+    scan_batches,
 )
+from tributary.broker.log.txn_index import AbortedTxn, collect_aborted
+from tributary.protocol.compression import Compression
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError, ProtocolError
 from tributary.protocol.records import (
     LOG_APPEND_TIME,
     BatchHeader,
+    ControlType,
+    Marker,
+    build_marker_batch,
     check_records,
     iter_records,
     parse_batch_header,
+    read_marker,
+    recompress_batch,
     set_base_offset,
     set_partition_leader_epoch,
     stamp_log_append_time,
     verify_crc,
 )
 
-__all__ = ["PRODUCER_STATE_FILE", "AppendResult", "FileRegion", "PartitionLog", "ReadResult"]
+__all__ = ["AppendResult", "FileRegion", "PartitionLog", "ReadResult", "SwapRefusedError"]
 
 
-def _first_record_at(segment: Segment, header: BatchHeader, timestamp: int) -> tuple[int, int]:
-    """(offset, timestamp) of the batch's first record stamped at or after ``timestamp``.
+class SwapRefusedError(Exception):
+    """Cleaned segments that no longer fit the log (it changed while they were written)."""
+
+
+def _first_record_at(segment: Segment, header: BatchHeader, timestamp: int, min_offset: int = 0) -> tuple[int, int]:
+    """(offset, timestamp) of the batch's first record at or after ``min_offset`` (the log start)
+    stamped at or after ``timestamp``.
 
     A batch stamped with the log's append time gives every record its maximum
     timestamp, and a control batch holds one marker: both answer with their
     first offset. A batch that cannot be read whole answers the same way (the
     answer is then up to a batch early, as before; it is never past a record)."""
+    first = max(header.base_offset, min_offset)
     if header.timestamp_type == LOG_APPEND_TIME or header.is_control:
-        return header.base_offset, header.max_timestamp
+        return first, header.max_timestamp
     found = segment.locate(header.base_offset)
     if found is None:
-        return header.base_offset, header.max_timestamp
+        return first, header.max_timestamp
     try:
         data = os.pread(segment.fd, header.size, found[0])
         for record in iter_records(data, check_crc=False):
-            if record.timestamp >= timestamp:
+            if record.offset >= min_offset and record.timestamp >= timestamp:
                 return record.offset, record.timestamp
     except (OSError, ProtocolError) as exc:
         log.warning("offset for timestamp %d: batch at offset %d unreadable (%s)", timestamp, header.base_offset, exc)
-    return header.base_offset, header.max_timestamp
+    return first, header.max_timestamp
 
 
 log = logging.getLogger(__name__)
-
-#: Written at a clean close, read and removed at the next open.
-PRODUCER_STATE_FILE = "producer-state.snapshot"
-#: Without a snapshot, producer state is rebuilt from the headers of this many
-#: last segments: enough for retries, which come within minutes of the original.
-PRODUCER_STATE_SEGMENTS = 2
 
 
 def _now_ms() -> int:
@@ -123,12 +138,18 @@ class PartitionLog:
         producers: ProducerStateManager,
         *,
         epochs: LeaderEpochCache | None = None,
+        log_start_offset: int = 0,
     ) -> None:
         self._dir = directory
         #: May be replaced at any time (topic config changes); read at each use.
         self.config = config
         self._segments: tuple[Segment, ...] = tuple(segments)
         self._bases = [s.base_offset for s in self._segments]
+        # The first offset a consumer may read (DeleteRecords moves it into a segment, KIP-107);
+        # never below the first segment's base offset, never past the log end.
+        self._log_start_offset = min(
+            max(log_start_offset, self._segments[0].base_offset), self._segments[-1].next_offset
+        )
         self._recovery_point = recovery_point
         self._producers = producers
         #: Where each leader epoch starts here (KIP-101), kept with the log's every change.
@@ -146,9 +167,14 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._first_unflushed_ms: int | None = None
         self._rolled_unflushed = False
+        # Producer state snapshots taken at rolls and not yet fsynced.
+        self._unsynced_snapshots: list[Path] = []
         # Opening may have created or deleted segment files.
         self._dir_dirty = True
         self._truncations = 0
+        #: The lowest offset this log was truncated to since the log cleaner last looked: what it
+        #: had cleaned from there on is gone, so its first dirty offset must not lie beyond it.
+        self.lowest_truncation: int | None = None
         #: Why the disk under this log last failed, until an append or flush succeeds again.
         self.storage_error: str | None = None
         #: Appends and flushes the disk failed, since the log was opened.
@@ -169,8 +195,10 @@ class PartitionLog:
         *,
         clean_shutdown: bool = False,
         now_ms: int | None = None,
+        log_start_offset: int = 0,
     ) -> PartitionLog:
-        """Opens (or creates) the log in ``directory``.
+        """Opens (or creates) the log in ``directory``; ``log_start_offset`` is where the log
+        start offset checkpoint says it starts (DeleteRecords), if later than its first segment.
 
         The active (last) segment is always validated batch by batch and
         re-indexed: it is where torn writes land, and a corrupt batch must never
@@ -190,6 +218,9 @@ class PartitionLog:
         # What was on disk before this start: everything after a clean shutdown, up to the
         # checkpointed recovery point after a crash. Only what lies past it may be torn.
         flushed_until = sys.maxsize if clean_shutdown else recovery_point
+        # The first segment whose aborted-transaction index cannot be trusted: it is rebuilt, with
+        # every later one's, from the markers the producer state replay meets.
+        rebuild_from: int | None = None
         try:
             if not bases:
                 segments.append(Segment.create(path, 0, now_ms))
@@ -202,30 +233,34 @@ class PartitionLog:
                     continue
                 segments.append(segment)
                 last = i == len(bases) - 1
-                recover = last or not segment.had_index_files or (not clean_shutdown and bases[i + 1] > recovery_point)
+                unflushed = not clean_shutdown and (last or bases[i + 1] > recovery_point)
+                recover = last or not segment.had_index_files or unflushed
                 if not recover:
                     try:
                         segment.load_tail()
                     except CorruptRecordError as exc:
                         log.warning("%s: segment %d is inconsistent (%s): recovering it", path, base, exc)
                         recover = True
+                removed = 0
                 if recover:
                     removed = segment.recover(config.index_interval_bytes, flushed_until)
                     if removed:
                         log.warning("%s: cut %d bytes of torn or corrupt data from segment %d", path, removed, base)
                         cut = not last
+                if rebuild_from is None and (unflushed or removed or (recover and not segment.had_index_files)):
+                    rebuild_from = base
             for segment in segments[:-1]:
                 segment.seal()  # restores the final time entry a crash after a roll may have lost
             segments[-1].activate()
-            log_end = segments[-1].next_offset
-            producers = _load_producer_state(path, log_end, now_ms) or _rebuild_producer_state(segments, now_ms)
-            epochs = _load_epochs(path, segments)
+            producers = _recover_producer_state(path, segments, rebuild_from, now_ms)
+            epochs = _load_epochs(path, segments, log_start_offset)
         except BaseException:
             for segment in segments:
                 segment.retire()
             raise
+        log_end = segments[-1].next_offset
         recovery_point = log_end if clean_shutdown else min(recovery_point, log_end)
-        return cls(path, config, segments, recovery_point, producers, epochs=epochs)
+        return cls(path, config, segments, recovery_point, producers, epochs=epochs, log_start_offset=log_start_offset)
 
     # --- the log's extent -------------------------------------------------------
 
@@ -235,16 +270,78 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        """The first offset consumers may read: the first segment's base offset, or later once
+        DeleteRecords (or the leader's, on a follower) moved it into that segment."""
+        return max(self._log_start_offset, self._segments[0].base_offset)
+
+    def advance_log_start_offset(self, offset: int) -> int:
+        """DeleteRecords (KIP-107): nothing below ``offset`` is served any more, and the segments
+        wholly below it are deleted now (never the active one). ``offset`` may not pass the high
+        watermark (OffsetOutOfRangeError, nothing changes); one at or below the current start
+        changes nothing. Returns the log start offset. The log manager's checkpoint
+        (``log-start-offset-checkpoint``) keeps it across restarts."""
+        self._check_open()
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.high_watermark)
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        return self._move_log_start(offset)
+
+    def follow_log_start_offset(self, leader_start: int) -> None:
+        """A follower takes its leader's log start offset (from a fetch response), as far as its
+        own log reaches: what the leader deleted is deleted here too."""
+        if not self._closed and leader_start > self.log_start_offset:
+            self._move_log_start(min(leader_start, self.log_end_offset))
+
+    def _move_log_start(self, offset: int) -> int:
+        segments = self._segments
+        doomed = 0
+        while doomed < len(segments) - 1 and segments[doomed + 1].base_offset <= offset:
+            doomed += 1
+        with self._lock:
+            self._log_start_offset = offset
+            if doomed:
+                self._segments = segments[doomed:]
+                self._bases = self._bases[doomed:]
+                self._dir_dirty = True
+        for segment in segments[:doomed]:
+            segment.delete_files()
+        delete_snapshots(self._dir, below=self.log_start_offset)
+        self._producers.truncate_head(offset)
+        self.epochs.truncate_from_start(offset)
+        self._write_epochs()
+        return offset
 
     @property
     def log_end_offset(self) -> int:
         return self._segments[-1].next_offset
 
-    def visible_end_offset(self) -> int:
-        """The end of what consumers may read: the high watermark. Every
-        consumer-facing bound goes through here."""
+    def visible_end_offset(self, isolation: Isolation = READ_UNCOMMITTED) -> int:
+        """The end of what consumers may read: the high watermark, or for a reader of
+        committed data (read_committed) the last stable offset. Every consumer-facing bound
+        goes through here."""
+        if isolation == Isolation.READ_COMMITTED:
+            return self.last_stable_offset
         return self.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest transaction not yet decided for every replica
+        (open, or closed by a marker at or above the high watermark), or the high watermark:
+        below it every transaction's fate is known."""
+        high_watermark = self.high_watermark
+        first = self._producers.first_unstable_offset(high_watermark)
+        if first is None or first >= high_watermark:
+            return high_watermark
+        return max(first, self.log_start_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions whose data overlaps [fetch_offset, upper_bound): what a
+        read_committed fetch returning those offsets tells its client to drop."""
+        segments = self._segments
+        first = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        found, _ = collect_aborted([s.txn_index for s in segments[first:]], fetch_offset, upper_bound)
+        return found
 
     @property
     def high_watermark(self) -> int:
@@ -305,14 +402,25 @@ class PartitionLog:
 
     # --- appending ------------------------------------------------------------
 
-    def append(self, records: BytesLike, leader_epoch: int, now_ms: int) -> AppendResult:
+    def append(self, records: BytesLike, leader_epoch: int, now_ms: int, *, coordinator: bool = False) -> AppendResult:
         """Validates every batch of ``records``, then assigns offsets and
-        writes them; raises (writing nothing) if any batch is refused."""
+        writes them; raises (writing nothing) if any batch is refused.
+
+        ``coordinator``: the batches come from this broker's group coordinator (transactional
+        offset commits), as Kafka's AppendOrigin.COORDINATOR: their sequence numbers are not
+        the producer's and are not checked, but epochs fence as for a client."""
         self._check_open()
         config = self.config
         buf = bytearray(records)
         batches = _validate(buf, config)
-        duplicate = self._producers.check(header for _, header in batches)
+        if coordinator:
+            self._producers.check_coordinator_batches(header for _, header in batches)
+            duplicate = None
+        else:
+            if config.stored_codec is not None:
+                # compression.type names a codec: the one place an append decompresses.
+                buf, batches = _recompressed(buf, batches, config.stored_codec, config)
+            duplicate = self._producers.check(header for _, header in batches)
         if duplicate is not None:
             return AppendResult(
                 duplicate.first_offset,
@@ -336,6 +444,32 @@ class PartitionLog:
         count = self._write(buf, assigned, now_ms)
         first, last = assigned[0][1], assigned[-1][1]
         return AppendResult(first.base_offset, last.last_offset, append_time, count, self.log_start_offset)
+
+    def append_marker(
+        self,
+        marker: ControlType,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        leader_epoch: int,
+        now_ms: int,
+    ) -> AppendResult:
+        """Appends the end-transaction marker a transaction coordinator asked for (the only
+        control batch a log takes from its leader's side); refused, writing nothing, from an
+        older producer epoch or an older coordinator than the producer's last marker."""
+        self._check_open()
+        self._producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        buf = bytearray(
+            build_marker_batch(
+                marker, producer_id, producer_epoch, coordinator_epoch, now_ms, partition_leader_epoch=leader_epoch
+            )
+        )
+        offset = self.log_end_offset
+        set_base_offset(buf, 0, offset)
+        header = parse_batch_header(buf)
+        count = self._write(buf, [(0, header)], now_ms)
+        return AppendResult(offset, offset, -1, count, self.log_start_offset)
 
     def append_as_follower(self, records: BytesLike, now_ms: int) -> AppendResult:
         """Appends batches copied from the leader as they are: their offsets, leader epochs and
@@ -385,8 +519,11 @@ class PartitionLog:
             raise self._storage_failure("appending", exc) from exc
         self._storage_recovered()
         count = 0
-        for _, header in assigned:
-            self._producers.record(header, now_ms)
+        for pos, header in assigned:
+            marker = _marker(buf, pos, header, self._dir) if header.is_control else None
+            completed = self._producers.record(header, now_ms, marker)
+            if completed is not None and completed.aborted:
+                segment.txn_index.append(_aborted_entry(self._producers, completed))
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
             count += header.record_count
         with self._lock:
@@ -402,13 +539,14 @@ class PartitionLog:
         if not segment.size:
             return segment
         config = self.config
-        # As Kafka: segment.ms is measured in record time from the segment's
-        # first batch, in broker time only when batches carry no timestamps.
+        # As Kafka: segment.ms (or, compacted, max.compaction.lag.ms if shorter) is measured
+        # in record time from the segment's first batch, in broker time only when batches
+        # carry no timestamps.
         first_timestamp = segment.first_timestamp()
         waited = max_timestamp - first_timestamp if first_timestamp >= 0 else now_ms - segment.created_ms
         if (
             segment.size + size > config.segment_bytes
-            or waited > config.segment_ms
+            or waited > config.roll_ms
             or segment.index_full(config.segment_index_bytes)
             or last_offset - segment.base_offset > INT32_MAX
         ):
@@ -419,6 +557,9 @@ class PartitionLog:
         old = self._segments[-1]
         new = Segment.create(self._dir, old.next_offset, now_ms)
         try:
+            # As Kafka: the producer state as of the roll, so that a recovery replays at most the
+            # segments after the last roll (synced with the rolled segment, soon: see flush).
+            snapshot = write_snapshot(self._dir, self._producers, new.base_offset, durable=False)
             new.activate()
             old.seal()
         except OSError:
@@ -431,6 +572,7 @@ class PartitionLog:
             # As Kafka: a rolled segment is flushed soon whatever the flush policy.
             self._rolled_unflushed = True
             self._dir_dirty = True
+            self._unsynced_snapshots.append(snapshot)
         return new
 
     # --- reading --------------------------------------------------------------
@@ -447,7 +589,7 @@ class PartitionLog:
         result pins its segments until closed: use it in a ``with`` block."""
         self._check_open()
         segments, bases = self._segments, self._bases
-        start, end = segments[0].base_offset, segments[-1].next_offset
+        start, end = self.log_start_offset, segments[-1].next_offset
         if not start <= offset <= end:
             raise OffsetOutOfRangeError(offset, start, end)
         visible = self.visible_end_offset()
@@ -483,7 +625,7 @@ class PartitionLog:
             visible_end_offset=visible,
         )
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+    def offset_for_timestamp(self, timestamp: int, isolation: Isolation = READ_UNCOMMITTED) -> tuple[int, int] | None:
         """(offset, timestamp) of the first visible record stamped at or after
         ``timestamp``; None if there is none.
 
@@ -493,14 +635,31 @@ class PartitionLog:
         decompress; without this, every hour boundary of an audit (and every
         seek by time) would land on a batch's first record, up to a batch early."""
         self._check_open()
+        start = self.log_start_offset
         for segment in self._segments:
-            if segment.max_timestamp >= timestamp:
-                header = segment.find_timestamp(timestamp)
-                if header is not None:
-                    if header.base_offset >= self.visible_end_offset():
-                        return None
-                    return _first_record_at(segment, header, timestamp)
+            if segment.max_timestamp < timestamp:
+                continue
+            header = segment.find_timestamp(timestamp)
+            if header is not None and header.last_offset < start:
+                # Below what DeleteRecords left: the first later batch that reaches the time.
+                header = next(
+                    (h for h in segment.iter_headers() if h.last_offset >= start and h.max_timestamp >= timestamp),
+                    None,
+                )
+            if header is None:
+                continue
+            if header.base_offset >= self.visible_end_offset(isolation):
+                return None
+            return _first_record_at(segment, header, timestamp, start)
         return None
+
+    def offset_of_max_timestamp(self, isolation: Isolation = READ_UNCOMMITTED) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first visible record stamped with the largest timestamp in
+        the log (ListOffsets' MAX_TIMESTAMP, KIP-734); None for an empty log, or when that
+        record is not visible yet (Kafka's answer then is "unknown" too)."""
+        self._check_open()
+        largest = max((segment.max_timestamp for segment in self._segments), default=-1)
+        return None if largest < 0 else self.offset_for_timestamp(largest, isolation)
 
     # --- flushing ---------------------------------------------------------------
 
@@ -535,6 +694,7 @@ class PartitionLog:
                 first, self._first_unflushed_ms = self._first_unflushed_ms, None
                 rolled, self._rolled_unflushed = self._rolled_unflushed, False
                 sync_dir, self._dir_dirty = self._dir_dirty, False
+                snapshots, self._unsynced_snapshots = self._unsynced_snapshots, []
             pinned = [s for s in segments if s.dirty and s.try_pin()]
             # Cleared before the fsync: a write racing it sets the flag again.
             for segment in pinned:
@@ -544,6 +704,7 @@ class PartitionLog:
             try:
                 for segment in pinned:
                     segment.fsync()
+                _sync_snapshots(snapshots)
                 if sync_dir:
                     fsync_dir(self._dir)
                 done = True
@@ -565,6 +726,7 @@ class PartitionLog:
                             self._first_unflushed_ms = first
                         self._rolled_unflushed |= rolled
                         self._dir_dirty |= sync_dir
+                        self._unsynced_snapshots[:0] = snapshots
 
     def _storage_failure(self, action: str, cause: OSError | str) -> StorageError:
         """Counts a failure of the disk and logs it once per incident (not once per request:
@@ -623,6 +785,7 @@ class PartitionLog:
             self._bases = self._bases[doomed:]
         for segment in segments[:doomed]:
             segment.delete_files()
+        delete_snapshots(self._dir, below=self.log_start_offset)
         self._producers.truncate_head(self.log_start_offset)
         self.epochs.truncate_from_start(self.log_start_offset)
         self._write_epochs()
@@ -635,18 +798,22 @@ class PartitionLog:
 
     def truncate_to(self, offset: int, now_ms: int | None = None) -> None:
         """Removes every batch from ``offset`` on; ``offset`` must be a batch
-        boundary (a batch's base offset or the log end). For a follower that
-        diverged from its leader."""
+        boundary (a batch's base offset or the log end) or lie in a gap compaction
+        left. For a follower that diverged from its leader."""
         self._check_open()
         segments = self._segments
         if offset >= segments[-1].next_offset:
             return
-        if offset < segments[0].base_offset:
-            raise OffsetOutOfRangeError(offset, segments[0].base_offset, segments[-1].next_offset)
+        if offset < self.log_start_offset:
+            if offset < segments[0].base_offset:
+                raise OffsetOutOfRangeError(offset, segments[0].base_offset, segments[-1].next_offset)
+            # Below what DeleteRecords left (Kafka's rule): nothing the log still serves is kept.
+            self.truncate_fully_and_start_at(offset, now_ms)
+            return
         i = bisect_right(self._bases, offset) - 1
         if offset == segments[i].base_offset and i > 0:
             i -= 1  # the whole segment goes; the one before becomes active
-        elif not segments[i].is_batch_boundary(offset):
+        elif not segments[i].is_truncation_point(offset):
             raise ValueError(f"offset {offset} is not a batch boundary")
         keep, doomed = segments[: i + 1], segments[i + 1 :]
         with self._lock:
@@ -657,13 +824,59 @@ class PartitionLog:
             self._dir_dirty = True
         for segment in doomed:
             segment.delete_files()
+        self._note_truncation(offset)
         active = keep[-1]
         active.truncate_to(offset)
         active.activate()
-        self._producers = _rebuild_producer_state(keep, _now_ms() if now_ms is None else now_ms)
+        # The state as of the new end: from the newest snapshot at or below it, replayed.
+        delete_snapshots(self._dir, above=offset)
+        self._producers = _recover_producer_state(self._dir, keep, None, _now_ms() if now_ms is None else now_ms)
         self.epochs.truncate_from_end(offset)
         self._write_epochs()
         self._high_watermark = min(self._high_watermark, offset)
+
+    # --- compaction ---------------------------------------------------------------
+
+    def replace_segments(
+        self, old: Sequence[Segment], base: int, now_ms: int, reached: Callable[[str], None] = lambda _p: None
+    ) -> Segment:
+        """Puts the cleaned segment ``base`` (its ``.cleaned`` files written and fsynced by the
+        log cleaner) in place of ``old``, consecutive closed segments of this log, atomically
+        (:func:`swap.install`). Raises :class:`SwapRefusedError`, changing nothing, when ``old``
+        is no longer what the log holds there (retention, truncation or a close came between);
+        the caller then discards the cleaned files. Readers holding the old segments keep them
+        until they let go."""
+        self._check_open()
+        segments = self._segments
+        first = next((i for i, s in enumerate(segments) if s is old[0]), None)
+        if (
+            first is None
+            or tuple(segments[first : first + len(old)]) != tuple(old)
+            or first + len(old) >= len(segments)  # the active segment is never cleaned
+            or old[0].base_offset != base
+        ):
+            raise SwapRefusedError(f"{self._dir}: the segments cleaned from {base} changed meanwhile")
+        swap.install(self._dir, base, [s.base_offset for s in old], reached)
+        new = Segment(self._dir, base, now_ms)
+        try:
+            try:
+                new.load_tail()
+            except CorruptRecordError as exc:
+                log.warning("%s: cleaned segment %d is inconsistent (%s): recovering it", self._dir, base, exc)
+                new.recover(self.config.index_interval_bytes, sys.maxsize)
+            new.seal()
+        except BaseException:
+            new.retire()
+            raise
+        with self._lock:
+            self._segments = (*segments[:first], new, *segments[first + len(old) :])
+            self._bases = [s.base_offset for s in self._segments]
+            # The renames become durable with the directory's fsync in the next flush, soon.
+            self._dir_dirty = True
+            self._rolled_unflushed = True
+        for segment in old:
+            segment.retire()  # its files are gone already; readers keep the descriptors they pinned
+        return new
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
         """Empties the log and starts it again at ``offset``: a follower whose leader deleted
@@ -676,15 +889,22 @@ class PartitionLog:
         with self._lock:
             self._segments = (new,)
             self._bases = [offset]
+            self._log_start_offset = offset
             self._truncations += 1
             self._recovery_point = offset
             self._dir_dirty = True
         for segment in old:
             segment.delete_files()
+        self._note_truncation(0)
+        delete_snapshots(self._dir)
         self._producers = ProducerStateManager()
         self.epochs.truncate_from_end(-1)
         self._write_epochs()
         self._high_watermark = offset
+
+    def _note_truncation(self, offset: int) -> None:
+        low = self.lowest_truncation
+        self.lowest_truncation = offset if low is None else min(low, offset)
 
     def close(self) -> None:
         """Flushes, saves the producer state for the next open, closes the
@@ -692,7 +912,7 @@ class PartitionLog:
         if self._closed:
             return
         self.flush()
-        atomic_write(self._dir / PRODUCER_STATE_FILE, self._producers.to_bytes(self.log_end_offset))
+        write_snapshot(self._dir, self._producers, self.log_end_offset, durable=True)
         with self._lock:
             self._closed = True
         for segment in self._segments:
@@ -720,7 +940,8 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
     """(position, header) of each batch, all checked before any is written: the header,
     the CRC, and (``record.validation = full``, the default) that the records agree with
     the header, walked without building them and, when compressed, decompressed in pieces
-    up to ``max.decompression.ratio`` times ``max.message.bytes``."""
+    up to ``max.decompression.ratio`` times ``max.message.bytes``; a compacted log refuses
+    records without a key then."""
     max_message_bytes = config.max_message_bytes
     check_all = config.record_validation == FULL
     batches: list[tuple[int, BatchHeader]] = []
@@ -742,7 +963,10 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
         if header.producer_id >= 0 and header.base_sequence < 0:
             raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
         if check_all:
-            check_records(buf, pos, header, max_size=config.max_decompressed_bytes)
+            keyless = check_records(buf, pos, header, max_size=config.max_decompressed_bytes)
+            if keyless and config.compacts:
+                # Kafka's LogValidator: compaction keeps one record per key, and these have none.
+                raise InvalidRecordError(f"compacted topic cannot accept {keyless} records without a key")
         batches.append((pos, header))
         pos += header.size
     if not batches:
@@ -750,9 +974,29 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
     return batches
 
 
+def _recompressed(
+    buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: Compression, config: LogConfig
+) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+    """The batches with their records in ``codec`` (those in it already copied as they are),
+    each held to ``max.message.bytes`` again (Kafka's rule: the stored size counts)."""
+    if all(header.compression == codec for _, header in batches):
+        return buf, batches
+    out = bytearray()
+    placed: list[tuple[int, BatchHeader]] = []
+    for pos, header in batches:
+        batch = recompress_batch(buf, pos, header, codec, max_size=config.max_decompressed_bytes)
+        if len(batch) > config.max_message_bytes:
+            raise RecordTooLargeError(len(batch), config.max_message_bytes)
+        placed.append((len(out), parse_batch_header(batch)))
+        out += batch
+    return out, placed
+
+
 def _discover(path: Path) -> list[int]:
-    """Base offsets of the segments in ``path``; removes index files without
+    """Base offsets of the segments in ``path``; finishes or undoes a swap of cleaned
+    segments a crash interrupted (:func:`swap.recover`), removes index files without
     a segment and temporary files a crash left."""
+    swap.recover(path)
     bases: set[int] = set()
     indexes: list[tuple[int, str]] = []
     for entry in os.scandir(path):
@@ -764,7 +1008,7 @@ def _discover(path: Path) -> list[int]:
         if base is not None:
             bases.add(base)
             continue
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in SEGMENT_SUFFIXES[1:]:
             base = parse_segment_file_name(name, suffix)
             if base is not None:
                 indexes.append((base, entry.path))
@@ -774,40 +1018,94 @@ def _discover(path: Path) -> list[int]:
     return sorted(bases)
 
 
-def _load_producer_state(path: Path, log_end: int, now_ms: int) -> ProducerStateManager | None:
-    """The state a clean close saved, if it matches the log; the file is
-    removed either way, so a later crash never reads a stale one."""
-    snapshot = path / PRODUCER_STATE_FILE
+def _sync_snapshots(paths: Sequence[Path]) -> None:
+    for path in paths:
+        sync_snapshot(path)
+
+
+def _marker(buf: BytesLike, pos: int, header: BatchHeader, where: Path) -> Marker | None:
+    """The end-transaction marker of a control batch; None (logged) for one that does not
+    read, which then closes no transaction, as an unknown control type would not."""
     try:
-        data = snapshot.read_bytes()
+        return read_marker(buf, pos)
+    except (CorruptRecordError, ProtocolError) as exc:
+        log.warning("%s: control batch at offset %d does not read: %s", where, header.base_offset, exc)
+        return None
+
+
+def _aborted_entry(producers: ProducerStateManager, completed: CompletedTxn) -> AbortedTxn:
+    """The index entry of an aborted transaction, its marker just recorded in ``producers``."""
+    open_first = producers.first_open_offset()
+    last_stable = completed.last_offset + 1 if open_first is None else open_first
+    return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, last_stable)
+
+
+def _legacy_snapshot(path: Path, log_end: int, now_ms: int) -> tuple[int, ProducerStateManager] | None:
+    """The state a broker from before transactions saved at its clean close, if it matches the
+    log end (``-1``: this open must replay anyway); the file is removed either way, so that a
+    later crash never reads it."""
+    legacy = path / LEGACY_SNAPSHOT_FILE
+    try:
+        data = legacy.read_bytes()
     except FileNotFoundError:
         return None
-    state: ProducerStateManager | None = None
+    found: tuple[int, ProducerStateManager] | None = None
     try:
-        offset, loaded = ProducerStateManager.from_bytes(data, now_ms)
+        offset, state = ProducerStateManager.from_bytes(data, now_ms)
     except ValueError as exc:
-        log.warning("%s: ignoring producer state snapshot: %s", path, exc)
+        log.warning("%s: ignoring producer state snapshot: %s", legacy, exc)
     else:
         if offset == log_end:
-            state = loaded
-    snapshot.unlink()
+            found = offset, state
+    unlink_quietly(legacy)
     fsync_dir(path)
-    return state
+    return found
 
 
-def _rebuild_producer_state(segments: Sequence[Segment], now_ms: int) -> ProducerStateManager:
-    state = ProducerStateManager()
-    for segment in segments[-PRODUCER_STATE_SEGMENTS:]:
+def _recover_producer_state(
+    path: Path, segments: Sequence[Segment], rebuild_from: int | None, now_ms: int
+) -> ProducerStateManager:
+    """The producer state as of the log end: the newest snapshot at or below where the replay
+    must start, then every batch header (and marker) after it. Segments from ``rebuild_from``
+    on get their aborted-transaction index rebuilt on the way (their files are not trusted).
+    Without a usable snapshot the replay starts at the log start."""
+    log_end = segments[-1].next_offset
+    log_start = segments[0].base_offset
+    delete_snapshots(path, above=log_end)
+    start_at = log_end if rebuild_from is None else rebuild_from
+    loaded = _legacy_snapshot(path, log_end if rebuild_from is None else -1, now_ms) or load_latest(
+        path, start_at, now_ms
+    )
+    if loaded is not None and loaded[0] >= log_start:
+        start, state = loaded
+    else:
+        start, state = log_start, ProducerStateManager()
+    for segment in segments:
+        rebuild = rebuild_from is not None and segment.base_offset >= rebuild_from
+        if segment.next_offset <= start and not rebuild:
+            continue
+        entries: list[AbortedTxn] = []
+        found = segment.locate(start) if start > segment.base_offset else None
+        position = found[0] if found is not None else 0
         try:
-            for header in segment.iter_headers():
-                state.record(header, now_ms)
+            for pos, header in scan_batches(segment.fd, position, segment.size, verify=False):
+                if header.base_offset < start:
+                    continue
+                marker = None
+                if header.is_control:
+                    marker = _marker(os.pread(segment.fd, header.size, pos), 0, header, path)
+                completed = state.record(header, now_ms, marker)
+                if completed is not None and completed.aborted and rebuild:
+                    entries.append(_aborted_entry(state, completed))
         except CorruptRecordError as exc:
             # Only a trusted segment can be corrupt here; reads will hit it too.
             log.warning("%s: corrupt batch while rebuilding producer state: %s", segment.log_path, exc)
+        if rebuild:
+            segment.txn_index.replace(entries)
     return state
 
 
-def _load_epochs(path: Path, segments: Sequence[Segment]) -> LeaderEpochCache:
+def _load_epochs(path: Path, segments: Sequence[Segment], log_start_offset: int = 0) -> LeaderEpochCache:
     """The leader-epoch checkpoint, cut to the log as recovery left it; rebuilt from the batch
     headers when it is missing or unreadable (a log from before replication, a lost file)."""
     checkpoint = path / LEADER_EPOCH_CHECKPOINT
@@ -822,6 +1120,6 @@ def _load_epochs(path: Path, segments: Sequence[Segment]) -> LeaderEpochCache:
                 log.warning("%s: corrupt batch while rebuilding the leader-epoch cache: %s", segment.log_path, exc)
                 break
     cache.truncate_from_end(segments[-1].next_offset)
-    cache.truncate_from_start(segments[0].base_offset)
+    cache.truncate_from_start(min(max(segments[0].base_offset, log_start_offset), segments[-1].next_offset))
     cache.write()
     return cache

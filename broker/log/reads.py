@@ -9,6 +9,7 @@ and not after.
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import Iterator, Sequence
 from types import TracebackType
@@ -94,3 +95,17 @@ class ReadResult:
     def read_bytes(self) -> bytes:
         """All the bytes at once (tests, small reads)."""
         return b"".join(self.iter_chunks())
+
+
+class Isolation(enum.IntEnum):
+    """Fetch's and ListOffsets' isolation level: how far a reader sees."""
+
+    #: Up to the high watermark: every record every in-sync replica has.
+    READ_UNCOMMITTED = 0
+    #: Up to the last stable offset: only transactions already decided (the client drops the
+    #: aborted ones, from the list a fetch returns).
+    READ_COMMITTED = 1
+
+
+READ_UNCOMMITTED = Isolation.READ_UNCOMMITTED
+READ_COMMITTED = Isolation.READ_COMMITTED

@@ -31,6 +31,13 @@ import trio
 
 from tributary.client.admin import acls as acl_requests
 from tributary.client.admin.configs import AlterConfigOp, ConfigEntry, ConfigSource, ResourceType
+from tributary.client.admin.delete_records import delete_records
+from tributary.client.admin.transactions import (
+    TransactionDescription,
+    TransactionListing,
+    describe_transactions,
+    list_transactions,
+)
 from tributary.client.errors import (
     KafkaError,
     KafkaProtocolError,
@@ -58,6 +65,8 @@ from tributary.protocol.messages import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     ApiKey,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     CreateAclsResponse,
@@ -129,6 +138,8 @@ class GroupListing:
     #: The group's state when the broker reports it (ListGroups v4+), else "".
     state: str = ""
     coordinator: int = -1
+    #: "classic" or "consumer" (KIP-848) when the broker reports it (ListGroups v5+), else "".
+    group_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,18 +154,28 @@ class MemberDescription:
     assignment: tuple[TopicPartition, ...] = ()
     member_metadata: bytes = b""
     member_assignment: bytes = b""
+    #: Members of a consumer (KIP-848) group: the member epoch, and the regular expression
+    #: the member subscribed with (its topics then come from the broker's evaluation).
+    member_epoch: int = -1
+    subscribed_regex: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class GroupDescription:
     group_id: str
-    #: "Stable", "PreparingRebalance", "CompletingRebalance", "Empty" or "Dead" (unknown group).
+    #: "Stable", "PreparingRebalance", "CompletingRebalance", "Empty" or "Dead" (unknown group);
+    #: a consumer (KIP-848) group's "Empty", "Assigning", "Reconciling" or "Stable".
     state: str
     protocol_type: str
-    #: The chosen assignor's name for consumer groups.
+    #: The chosen assignor's name for consumer groups (the server-side assignor's for a
+    #: consumer group).
     protocol: str
     members: tuple[MemberDescription, ...]
     coordinator: int
+    #: "classic", or "consumer" for a KIP-848 group (described with ConsumerGroupDescribe).
+    group_type: str = "classic"
+    #: A consumer group's epoch (-1 for a classic group).
+    group_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -765,9 +786,37 @@ class Admin:
                 nursery.start_soon(ask, leader, subset)
         return outcome
 
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete every record below each partition's offset (-1: its high watermark); returns
+        each partition's new low watermark (see :mod:`client.admin.delete_records`)."""
+        return await delete_records(self.cluster, offsets, self._deadline(timeout))
+
     async def earliest_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         listed = await self.list_offsets(dict.fromkeys(partitions, EARLIEST))
         return {tp: r.offset for tp, r in listed.items()}
+
+    # --- transactions (client/admin/transactions.py) ---------------------------------------------
+
+    async def list_transactions(
+        self,
+        *,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        duration_ms: int = -1,
+        timeout: float | None = None,
+    ) -> list[TransactionListing]:
+        """Every transactional id of the cluster (ListTransactions to every broker), filtered."""
+        return await list_transactions(
+            self.cluster, states=states, producer_ids=producer_ids, duration_ms=duration_ms, timeout=timeout
+        )
+
+    async def describe_transactions(
+        self, transactional_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, TransactionDescription]:
+        """Each transactional id's state, producer and open partitions, from its coordinator."""
+        return await describe_transactions(self.cluster, transactional_ids, timeout=timeout)
 
     async def latest_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         listed = await self.list_offsets(dict.fromkeys(partitions, LATEST))
@@ -807,7 +856,9 @@ class Admin:
                     await self._backoff_or_raise(exc, deadline)
                     continue
                 for g in response.groups:
-                    listings[g.group_id] = GroupListing(g.group_id, g.protocol_type, g.group_state, broker)
+                    listings[g.group_id] = GroupListing(
+                        g.group_id, g.protocol_type, g.group_state, broker, g.group_type.lower()
+                    )
                 break
         return sorted(listings.values(), key=lambda g: g.group_id)
 
@@ -830,7 +881,12 @@ class Admin:
         self, group_ids: Iterable[str], *, timeout: float | None = None
     ) -> dict[str, GroupDescription]:
         """Each group's state, protocol and members (with decoded subscriptions and
-        assignments for consumer groups). An unknown group comes back in state "Dead"."""
+        assignments for consumer groups). An unknown group comes back in state "Dead".
+
+        DescribeGroups describes classic groups only (Kafka answers "Dead", or from v6
+        GROUP_ID_NOT_FOUND, for a KIP-848 consumer group): such an answer is followed by
+        ConsumerGroupDescribe when the coordinator offers it, as Kafka's admin client does
+        (it asks in the other order)."""
         deadline = self._deadline(timeout)
         out: dict[str, GroupDescription] = {}
         for group_id in group_ids:
@@ -843,13 +899,71 @@ class Admin:
                 if not described:
                     raise KafkaError(f"broker {coordinator} did not describe group {group_id!r}", broker=coordinator)
                 group = described[0]
-                if group.error_code:
+                not_classic = group.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (
+                    not group.error_code and group.group_state == "Dead"
+                )
+                if group.error_code and not not_classic:
                     error = self._group_error(group_id, group.error_code, "describe", coordinator)
                     await self._backoff_or_raise(error, deadline)
                     continue
-                out[group_id] = self._description(group, coordinator)
+                if not_classic and (await self.cluster.api_versions(coordinator)).supports(
+                    ApiKey.CONSUMER_GROUP_DESCRIBE
+                ):
+                    consumer = await self._consumer_group_description(group_id, coordinator, deadline)
+                    if consumer is None:  # the coordinator moved: ask again
+                        continue
+                    out[group_id] = consumer
+                    break
+                out[group_id] = (
+                    GroupDescription(group_id, "Dead", "", "", (), coordinator)
+                    if group.error_code
+                    else self._description(group, coordinator)
+                )
                 break
         return out
+
+    async def _consumer_group_description(
+        self, group_id: str, coordinator: int, deadline: float
+    ) -> GroupDescription | None:
+        """ConsumerGroupDescribe at the coordinator: the group as a consumer group, state
+        "Dead" if there is no such group either, None after a retriable error (backed off)."""
+        response: ConsumerGroupDescribeResponse = await self._coordinated(
+            group_id, ConsumerGroupDescribeRequest(group_ids=[group_id]), deadline
+        )
+        group = next((g for g in response.groups if g.group_id == group_id), None)
+        if group is None:
+            raise KafkaError(f"broker {coordinator} did not describe group {group_id!r}", broker=coordinator)
+        if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return GroupDescription(group_id, "Dead", "", "", (), coordinator)
+        if group.error_code:
+            error = self._group_error(group_id, group.error_code, "describe", coordinator)
+            await self._backoff_or_raise(error, deadline)
+            return None
+        members = tuple(
+            MemberDescription(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                group_instance_id=m.instance_id,
+                subscription=tuple(m.subscribed_topic_names),
+                assignment=tuple(
+                    TopicPartition(t.topic_name, p) for t in m.assignment.topic_partitions for p in t.partitions
+                ),
+                member_epoch=m.member_epoch,
+                subscribed_regex=m.subscribed_topic_regex,
+            )
+            for m in group.members
+        )
+        return GroupDescription(
+            group_id,
+            group.group_state,
+            "consumer",
+            group.assignor_name,
+            members,
+            coordinator,
+            group_type="consumer",
+            group_epoch=group.group_epoch,
+        )
 
     @staticmethod
     def _description(group: DescribeGroupsResponse.DescribedGroup, coordinator: int) -> GroupDescription:

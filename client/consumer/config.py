@@ -24,7 +24,11 @@ from tributary.client.config import split_settings as split_config
 from tributary.client.group.assignors import ASSIGNORS, RebalanceProtocol
 
 OffsetReset = Literal["earliest", "latest", "none"]
+GroupProtocol = Literal["classic", "consumer"]
+GROUP_PROTOCOLS: tuple[GroupProtocol, ...] = ("classic", "consumer")
 OFFSET_RESETS: tuple[OffsetReset, ...] = ("earliest", "latest", "none")
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
+ISOLATION_LEVELS: tuple[IsolationLevel, ...] = ("read_uncommitted", "read_committed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +73,25 @@ class ConsumerConfig:
     exclude_internal_topics: bool = True
     #: ``client.rack``: sent in the subscription (for rack-aware assignors).
     client_rack: str | None = None
+    #: ``group.protocol``: "classic" (JoinGroup/SyncGroup, the assignors above run in the
+    #: group's leader) or "consumer" (KIP-848: the coordinator assigns, changes are
+    #: incremental; ``session_timeout_ms`` and ``heartbeat_interval_ms`` are the broker's).
+    group_protocol: GroupProtocol = "classic"
+    #: ``group.remote.assignor``: the server assignor to ask for with the consumer protocol
+    #: ("uniform", "range"); None: the coordinator's default.
+    group_remote_assignor: str | None = None
+    #: ``isolation.level``: "read_committed" reads only what transactions committed (up to each
+    #: partition's last stable offset, aborted transactions dropped); "read_uncommitted" (Kafka's
+    #: default) everything up to the high watermark. Markers are never handed out.
+    isolation_level: IsolationLevel = "read_uncommitted"
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in OFFSET_RESETS:
             raise ValueError(f"auto_offset_reset must be one of {OFFSET_RESETS}, not {self.auto_offset_reset!r}")
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            raise ValueError(f"group_protocol must be one of {GROUP_PROTOCOLS}, not {self.group_protocol!r}")
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation_level must be one of {ISOLATION_LEVELS}, not {self.isolation_level!r}")
         positive = (
             "auto_commit_interval_ms", "fetch_max_bytes", "max_partition_fetch_bytes", "max_poll_records",
             "session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms",
@@ -102,6 +121,10 @@ class ConsumerConfig:
         cooperative = all(ASSIGNORS[name].protocol == "cooperative" for name in self.partition_assignment_strategy)
         return "cooperative" if cooperative else "eager"
 
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
+
     def auto_commit(self, group_id: str | None) -> bool:
         """Whether offsets are committed automatically: only with a group to commit to."""
         if group_id is None:
@@ -117,4 +140,4 @@ def split_settings(
     return split_config(settings, ConsumerConfig, client_config, "consumer")
 
 
-__all__ = ["OFFSET_RESETS", "ConsumerConfig", "OffsetReset", "split_settings"]
+__all__ = ["ISOLATION_LEVELS", "OFFSET_RESETS", "ConsumerConfig", "IsolationLevel", "OffsetReset", "split_settings"]

@@ -52,6 +52,7 @@ from tributary.client.consumer.rebalance import RebalanceCallback, Rebalancer
 from tributary.client.consumer.record import ConsumerRecord
 from tributary.client.consumer.subscription import SubscriptionState
 from tributary.client.errors import KafkaError, RebalanceInProgressError, RequestTimedOutError
+from tributary.client.group.consumer_protocol import ConsumerProtocolMember
 from tributary.client.group.membership import GroupMember, MemberState
 from tributary.client.group.offsets import NO_GENERATION, Generation, GroupOffsets, OffsetAndMetadata
 from tributary.client.wire.cluster import Cluster
@@ -73,9 +74,13 @@ class _Commit:
     error: KafkaError | None = None
 
 
+#: Membership with the classic protocol or the consumer protocol (``group_protocol``).
+Membership = GroupMember | ConsumerProtocolMember
+
+
 @dataclass(eq=False)
 class _MemberTask:
-    member: GroupMember
+    member: Membership
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     done: trio.Event = field(default_factory=trio.Event)
     #: Membership runs until stopped; commits use its generation until it has left.
@@ -234,7 +239,8 @@ class Consumer:
         rebalancer = self._rebalancer
         rebalancer.on_assign, rebalancer.on_revoke, rebalancer.on_lost = on_assign, on_revoke, on_lost
         if self._member_task is None or self._member_task.stopped:
-            member = GroupMember(self.cluster, self.group_id, self.config, rebalancer)
+            kind = ConsumerProtocolMember if self.config.group_protocol == "consumer" else GroupMember
+            member = kind(self.cluster, self.group_id, self.config, rebalancer)
             task = self._member_task = _MemberTask(member)
             nursery.start_soon(self._run_member, task)
         else:
@@ -247,7 +253,7 @@ class Consumer:
         finally:
             task.done.set()
 
-    async def _stop_member(self) -> GroupMember:
+    async def _stop_member(self) -> Membership:
         """Stop the membership tasks; the member keeps its generation for the last commits."""
         task = self._member_task
         assert task is not None
@@ -256,7 +262,7 @@ class Consumer:
         await task.done.wait()
         return task.member
 
-    async def _leave(self, member: GroupMember, reason: str) -> None:
+    async def _leave(self, member: Membership, reason: str) -> None:
         await member.leave(reason)
         self._member_task = None
 
@@ -295,7 +301,7 @@ class Consumer:
         return self._subscriptions.topics if self._subscriptions.uses_group else frozenset()
 
     @property
-    def group(self) -> GroupMember | None:
+    def group(self) -> Membership | None:
         """The group membership while subscribed (member id, generation, state), for inspection."""
         task = self._member_task
         return task.member if task is not None and not task.stopped else None

@@ -24,7 +24,9 @@ consumption, and records skipped by a seek are never decoded. A batch may start
 before the position (brokers send the whole batch holding the fetch offset);
 the records below it are dropped. Control batches (transaction markers) are
 skipped, and the position then moves past them and past offsets removed by
-compaction, to the batch's next offset.
+compaction, to the batch's next offset. With ``isolation_level`` "read_committed"
+fetches ask for committed data only (the broker stops at the last stable offset),
+and batches of the aborted transactions the answer names are skipped the same way.
 
 Errors: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, a lost connection
 and the other retriable errors schedule a metadata refresh and back the
@@ -55,6 +57,9 @@ from tributary.client.group.offsets import GroupOffsets
 from tributary.client.raw.batches import (
     EARLIEST,
     LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    AbortedTransactions,
     RawBatches,
     fetch_request,
     fetch_timeout,
@@ -74,13 +79,26 @@ FETCH = "fetch"
 class CompletedFetch:
     """One partition's share of a fetch answer, handed out batch by batch."""
 
-    __slots__ = ("batch_index", "batch_next_offset", "epoch", "index", "raw", "records", "started", "state", "tp")
+    __slots__ = (
+        "aborted",
+        "batch_index",
+        "batch_next_offset",
+        "epoch",
+        "index",
+        "raw",
+        "records",
+        "started",
+        "state",
+        "tp",
+    )
 
-    def __init__(self, tp: TopicPartition, state: PartitionState, raw: RawBatches) -> None:
+    def __init__(self, tp: TopicPartition, state: PartitionState, raw: RawBatches, read_committed: bool) -> None:
         self.tp = tp
         self.state = state
         self.epoch = state.epoch
         self.raw = raw
+        #: read_committed: which batches belong to aborted transactions (None: read everything).
+        self.aborted = AbortedTransactions(raw.aborted_transactions) if read_committed else None
         self.batch_index = 0
         #: The decoded records of the current batch, and the next one to hand out.
         self.records: list[ConsumerRecord] = []
@@ -129,9 +147,13 @@ class CompletedFetch:
             position = state.position
             assert position is not None
             next_offset = header.next_offset
+            aborted = self.aborted
+            # Fed every batch in order, even those before the position: the set of aborted
+            # producers is built from the markers met on the way.
+            dropped = aborted is not None and aborted.drops(header, self.raw.records, pos)
             if next_offset <= position:
                 continue
-            if header.is_control:  # a transaction marker, never handed out
+            if header.is_control or dropped:  # a transaction marker, or an aborted transaction's data
                 state.position = next_offset
                 continue
             try:
@@ -272,6 +294,7 @@ class Fetcher:
             min_bytes=config.fetch_min_bytes,
             max_bytes=config.fetch_max_bytes,
             partition_max_bytes=config.max_partition_fetch_bytes,
+            isolation_level=READ_COMMITTED if config.read_committed else READ_UNCOMMITTED,
         )
         results: dict[TopicPartition, RawBatches | KafkaError]
         try:
@@ -306,7 +329,7 @@ class Fetcher:
         if raw.log_start_offset >= 0:
             state.log_start_offset = raw.log_start_offset
         if raw.batches and raw.next_offset > state.fetch_offset:
-            self._completed.append(CompletedFetch(tp, state, raw))
+            self._completed.append(CompletedFetch(tp, state, raw, self.config.read_committed))
             state.fetch_offset = raw.next_offset
             state.queued += 1
             self._signal_data()
@@ -354,7 +377,8 @@ class Fetcher:
                 committed = await self.offsets.fetch(wanted)
             specs = self._apply_committed({tp: s for tp, s in states.items() if current(tp)}, committed)
             if specs:
-                listed = await Admin(self.cluster).list_offsets(specs)
+                isolation = READ_COMMITTED if self.config.read_committed else READ_UNCOMMITTED
+                listed = await Admin(self.cluster).list_offsets(specs, isolation_level=isolation)
                 for tp, found in listed.items():
                     if current(tp):
                         states[tp].seek(found.offset)

@@ -99,6 +99,10 @@ class Rebalancer:
         self.subscriptions.topics = matched
         return True
 
+    def pattern(self) -> str | None:
+        pattern = self.subscriptions.pattern
+        return pattern.pattern if self.subscriptions.mode == "pattern" and pattern is not None else None
+
     def failed(self, error: KafkaError) -> None:
         self.fatal_error = error
         self.fetcher.interrupt()

@@ -136,6 +136,11 @@ class ConsumerSide(Protocol):
         """Match a pattern subscription again; True if the topics changed."""
         ...
 
+    def pattern(self) -> str | None:
+        """The regex of a pattern subscription the coordinator may match itself (the
+        consumer group protocol sends it), or None: the topics are ``subscription()``'s."""
+        ...
+
     def failed(self, error: KafkaError) -> None:
         """Membership failed for good: poll should raise ``error``."""
         ...

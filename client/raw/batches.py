@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from tributary.client.errors import KafkaError, OffsetOutOfRangeError, error_for
 from tributary.client.raw.wire import PartitionFetched, PartitionProduced
 from tributary.client.wire.metadata import TopicPartition
+from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import (
     FetchRequest,
@@ -94,35 +95,30 @@ class RawBatches:
 
     def committed_batch_bytes(self) -> Iterator[tuple[BatchHeader, bytes | memoryview]]:
         """The batches a committed-only reader sees, as ``(header, bytes)``: never a
-        control batch (a transaction marker), never a batch of an aborted transaction.
-
-        A READ_COMMITTED fetch returns data up to the last stable offset and the list of
-        aborted transactions overlapping it; this walks the batches in order with that
-        list, as Kafka's consumer does: a producer's transaction counts as aborted from
-        its first offset until its ABORT marker."""
-        pending = sorted(self.aborted_transactions, key=lambda t: t[1])
-        aborted: set[int] = set()
-        i = 0
+        control batch (a transaction marker), never a batch of an aborted transaction
+        (see :class:`AbortedTransactions`)."""
+        aborted = AbortedTransactions(self.aborted_transactions)
         for header, data in self.batch_bytes():
-            while i < len(pending) and pending[i][1] <= header.last_offset:
-                aborted.add(pending[i][0])
-                i += 1
-            if header.is_control:
-                if header.producer_id in aborted and control_type(data) is ControlType.ABORT:
-                    aborted.discard(header.producer_id)
-                continue
-            if header.is_transactional and header.producer_id in aborted:
-                continue
-            yield header, data
+            if not aborted.drops(header, data):
+                yield header, data
 
     def iter_records(
-        self, start: int | None = None, end: int | None = None, *, include_control: bool = False
+        self,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        include_control: bool = False,
+        committed_only: bool = False,
     ) -> Iterator[Record]:
         """The records with ``start <= offset < end``, decompressed and decoded.
 
-        Control records (transaction markers) are skipped unless asked for."""
+        Control records (transaction markers) are skipped unless asked for; with
+        ``committed_only`` (a READ_COMMITTED fetch) so are the records of aborted transactions."""
         low = self.fetch_offset if start is None else start
+        aborted = AbortedTransactions(self.aborted_transactions) if committed_only else None
         for position, header in self.batches:
+            if aborted is not None and aborted.drops(header, self.records, position):
+                continue
             if header.next_offset <= low or (end is not None and header.base_offset >= end):
                 continue
             if header.is_control and not include_control:
@@ -130,6 +126,35 @@ class RawBatches:
             for record in iter_records(self.records, position):
                 if record.offset >= low and (end is None or record.offset < end):
                     yield record
+
+
+class AbortedTransactions:
+    """Which batches of a READ_COMMITTED fetch answer belong to aborted transactions, as Kafka's
+    consumer decides it (sans-IO: fed the batches in order, one at a time).
+
+    The broker returns data up to the last stable offset and ``(producer id, first offset)`` of
+    each aborted transaction overlapping it. A producer's transactional batches are dropped from
+    its aborted transaction's first offset until its ABORT marker; control batches (markers) are
+    dropped always."""
+
+    __slots__ = ("_aborted", "_next", "_pending")
+
+    def __init__(self, aborted_transactions: Iterable[tuple[int, int]]) -> None:
+        self._pending = sorted(aborted_transactions, key=lambda t: t[1])
+        self._next = 0
+        self._aborted: set[int] = set()
+
+    def drops(self, header: BatchHeader, data: BytesLike, position: int = 0) -> bool:
+        """Whether a reader of committed data skips this batch (``data[position:]`` holds it)."""
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next][1] <= header.last_offset:
+            self._aborted.add(pending[self._next][0])
+            self._next += 1
+        if header.is_control:
+            if header.producer_id in self._aborted and control_type(data, position) is ControlType.ABORT:
+                self._aborted.discard(header.producer_id)
+            return True
+        return header.is_transactional and header.producer_id in self._aborted
 
 
 def fetch_request(

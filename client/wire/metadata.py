@@ -8,6 +8,7 @@ imports trio.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -15,6 +16,7 @@ from typing import NamedTuple
 
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import MetadataResponse
+from tributary.protocol.primitives import NULL_UUID
 
 #: ``leader`` of a partition that has none.
 NO_LEADER = -1
@@ -59,6 +61,9 @@ class TopicInfo:
     name: str
     partitions: Mapping[int, PartitionInfo]
     is_internal: bool = False
+    #: The topic's id (Metadata v10+), which the consumer group protocol names topics by;
+    #: None when the broker did not say.
+    topic_id: uuid.UUID | None = None
 
     @property
     def partition_count(self) -> int:
@@ -108,7 +113,8 @@ class ClusterMetadata:
                 )
                 for p in t.partitions
             }
-            topics[t.name] = TopicInfo(t.name, MappingProxyType(partitions), t.is_internal)
+            topic_id = t.topic_id if t.topic_id != NULL_UUID else None
+            topics[t.name] = TopicInfo(t.name, MappingProxyType(partitions), t.is_internal, topic_id)
         brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers}
         return cls(
             cluster_id=response.cluster_id,
@@ -126,6 +132,10 @@ class ClusterMetadata:
         """The partition's leader, or None when it is unknown or has none."""
         info = self.partition(topic, partition)
         return info.leader if info is not None and info.leader != NO_LEADER else None
+
+    def topic_names(self) -> dict[uuid.UUID, str]:
+        """Topic id -> name, for the topics whose id the broker gave."""
+        return {info.topic_id: name for name, info in self.topics.items() if info.topic_id is not None}
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids, sorted; empty for an unknown topic."""

@@ -7,7 +7,9 @@ of any Kafka-compatible cluster.
         (--to-earliest | --to-latest | --to-datetime WHEN | --shift-by N | --to-offset N) [--execute]
     tributary groups --bootstrap B delete GROUP [GROUP ...]
 
-``describe`` shows the members with their assignments, and per partition the
+Consumer groups of both kinds are shown: classic ones (DescribeGroups) and KIP-848
+consumer groups (ConsumerGroupDescribe, where the broker offers it); ``GROUP-TYPE``
+tells them apart. ``describe`` shows the members with their assignments, and per partition the
 committed offset, the end offset and the lag (end - committed). ``reset-offsets``
 prints the plan and changes nothing unless given ``--execute``; it refuses while
 the group has members (as Kafka's tool does): their commits would overwrite the
@@ -93,6 +95,7 @@ def run_list(args: argparse.Namespace) -> int:
             {
                 "group": g.group_id,
                 "protocol_type": g.protocol_type,
+                "group_type": described[g.group_id].group_type if g.group_id in described else g.group_type or None,
                 "state": described[g.group_id].state if g.group_id in described else g.state,
                 "members": _member_count(described.get(g.group_id)),
                 "coordinator": g.coordinator,
@@ -102,8 +105,13 @@ def run_list(args: argparse.Namespace) -> int:
         if args.output == "json":
             print(to_json(rows))
         else:
-            table = [(r["group"], r["protocol_type"] or "-", r["state"], r["members"], r["coordinator"]) for r in rows]
-            print(render_table(("GROUP", "TYPE", "STATE", "MEMBERS", "COORDINATOR"), table, right=("MEMBERS",)))
+            columns = ("group", "protocol_type", "group_type", "state", "members", "coordinator")
+            table = [tuple("-" if r[c] in ("", None) and c.endswith("type") else r[c] for c in columns) for r in rows]
+            print(
+                render_table(
+                    ("GROUP", "TYPE", "GROUP-TYPE", "STATE", "MEMBERS", "COORDINATOR"), table, right=("MEMBERS",)
+                )
+            )
         return 0
 
     return run_admin(args, operation)
@@ -147,6 +155,7 @@ async def describe_group(admin: Admin, group_id: str) -> dict[str, Any]:
         "state": description.state,
         "protocol_type": description.protocol_type,
         "protocol": description.protocol,
+        "group_type": description.group_type,
         "coordinator": description.coordinator,
         "members": [
             {
@@ -154,6 +163,7 @@ async def describe_group(admin: Admin, group_id: str) -> dict[str, Any]:
                 "client_id": m.client_id,
                 "host": m.client_host,
                 "group_instance_id": m.group_instance_id,
+                "member_epoch": m.member_epoch if description.group_type == "consumer" else None,
                 "assignment": [{"topic": tp.topic, "partition": tp.partition} for tp in m.assignment],
             }
             for m in description.members
@@ -173,7 +183,8 @@ def _assignment_text(assignment: Sequence[dict[str, Any]]) -> str:
 def render_group(group: dict[str, Any]) -> str:
     header = (
         f"Group: {group['group']}  state: {group['state']}  protocol: {group['protocol'] or '-'}"
-        f"  coordinator: {group['coordinator']}  members: {len(group['members'])}  total lag: {group['total_lag']}"
+        f"  group type: {group['group_type']}  coordinator: {group['coordinator']}"
+        f"  members: {len(group['members'])}  total lag: {group['total_lag']}"
     )
     parts = [header]
     if group["members"]:

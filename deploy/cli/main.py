@@ -29,7 +29,9 @@ SUBCOMMANDS = {
     "mirror": "tributary.deploy.cli.mirror",
     "status": "tributary.deploy.cli.status",
     "topics": "tributary.deploy.cli.topics",
+    "transactions": "tributary.deploy.cli.transactions",
     "up": "tributary.deploy.cli.up",
+    "users": "tributary.deploy.cli.users",
     "demo": "tributary.deploy.cli.demo",
 }
 

@@ -74,10 +74,21 @@ def register(subparsers: Any) -> None:
         "translate: the group whose offsets to translate",
     )  # fmt: skip
     parser.add_argument("--metrics-port", metavar="N", type=int, help="serve Prometheus metrics on this port")
-    parser.add_argument("--metrics-host", metavar="HOST", help="address of the metrics endpoint (default 0.0.0.0)")
+    parser.add_argument("--metrics-host", metavar="HOST", help="address of the metrics endpoint (default 127.0.0.1)")
     parser.add_argument("--config", metavar="FILE.toml", type=Path, help="TOML file with any of these settings")
+    for side, where in (("source", "the source cluster (often across the WAN)"), ("target", "the aggregate cluster")):
+        parser.add_argument(
+            f"--{side}-command-config",
+            metavar="FILE",
+            type=Path,
+            help=f"security settings for {where}: security.protocol, sasl.*, ssl.* in a properties file (TOML when it "
+            f"ends in .toml); replaces [security.{side}] of --config",
+        )
     parser.add_argument("--known-aliases", metavar="A,B", help="aliases of other mirrors, whose copies are never "
                         "mirrored again (active-active)")  # fmt: skip
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"),
+                        help="the source group's protocol: classic (default) or consumer (KIP-848, "
+                        "the source's coordinator assigns)")  # fmt: skip
     parser.add_argument("--start-position", choices=("earliest", "latest"),
                         help="where a partition with no recorded progress starts (default earliest)")  # fmt: skip
     for flag, text in _INT_FLAGS:
@@ -90,7 +101,7 @@ def register(subparsers: Any) -> None:
 
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
     names = ["source", "source_alias", "target", "topics", "exclude", "metrics_port", "metrics_host",
-             "known_aliases", "start_position"]  # fmt: skip
+             "known_aliases", "start_position", "group_protocol"]  # fmt: skip
     names += [flag[2:].replace("-", "_") for flag, _ in _INT_FLAGS]
     flags = {name: getattr(args, name) for name in names}
     if args.action == "run":
@@ -100,7 +111,11 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load_config(_flags(args), args.config)
+        config = load_config(
+            _flags(args),
+            args.config,
+            {"source": args.source_command_config, "target": args.target_command_config},
+        )
     except MirrorConfigError as exc:
         print(f"tributary mirror: {exc}", file=sys.stderr)
         return 2
@@ -179,7 +194,7 @@ def _translate(args: argparse.Namespace, config: MirrorConfig) -> int:
         results = trio.run(lambda: run_translate(
             source=config.source, target=config.target, alias=config.source_alias, group=args.group,
             offsets_topic=config.offsets_topic, topic_filter=topic_filter, mirror_group=config.group,
-            commit=args.apply,
+            commit=args.apply, source_security=config.source_security, target_security=config.target_security,
         ))  # fmt: skip
     except (KafkaError, trio.TooSlowError) as exc:
         print(f"tributary mirror translate: {exc or 'no answer in time'}", file=sys.stderr)

@@ -11,6 +11,7 @@ from tributary.protocol.compression import Compression, compress
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.primitives import encode_varint
 from tributary.protocol.records.header import (
+    CONTROL_BIT,
     CREATE_TIME,
     HEADER_SIZE,
     LOG_APPEND_TIME,
@@ -61,6 +62,7 @@ class BatchBuilder:
         "base_sequence",
         "compression",
         "compression_level",
+        "is_control",
         "is_transactional",
         "partition_leader_epoch",
         "producer_epoch",
@@ -80,6 +82,7 @@ class BatchBuilder:
         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
         timestamp_type: int = CREATE_TIME,
         compression_level: int | None = None,
+        is_control: bool = False,
     ) -> None:
         if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
             raise ValueError(f"timestamp_type must be {CREATE_TIME} or {LOG_APPEND_TIME}, not {timestamp_type}")
@@ -90,6 +93,8 @@ class BatchBuilder:
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
         self.is_transactional = is_transactional
+        #: A control batch (transaction markers): only a broker writes one.
+        self.is_control = is_control
         self.partition_leader_epoch = partition_leader_epoch
         self.timestamp_type = timestamp_type
         self._body = bytearray()
@@ -171,6 +176,8 @@ class BatchBuilder:
             attributes |= TIMESTAMP_TYPE_BIT
         if self.is_transactional:
             attributes |= TRANSACTIONAL_BIT
+        if self.is_control:
+            attributes |= CONTROL_BIT
         header = encode_batch_header(
             base_offset=self.base_offset,
             partition_leader_epoch=self.partition_leader_epoch,

@@ -51,6 +51,8 @@ FAMILIES = {
     "tributary_broker_log_end_offset": "gauge",
     "tributary_broker_groups": "gauge",
     "tributary_broker_group_rebalances": "counter",
+    "tributary_broker_consumer_groups": "gauge",
+    "tributary_broker_consumer_group_rebalances": "counter",
     "tributary_broker_zookeeper_session_state": "gauge",
     "tributary_broker_controller": "gauge",
 }
@@ -102,17 +104,20 @@ def poll_consumers(
     consumers: list[Consumer], port: int, condition: Callable[[Scrape, int], bool], what: str
 ) -> tuple[Scrape, int]:
     """Polls the consumers (their rebalances run inside poll) until the broker's
-    metrics satisfy ``condition(scrape, messages read)``; returns both."""
+    metrics satisfy ``condition(scrape, distinct records read)``; returns both.
+
+    Distinct records, counted by partition and offset: the consumers commit nothing, so one that
+    rebalances (a session lost on a loaded machine) reads its partitions again from the start."""
     deadline = time.monotonic() + TIMEOUT
-    read = 0
+    read: set[tuple[int, int]] = set()
     while True:
         for consumer in consumers:
             message = consumer.poll(0.1)
             if message is not None and message.error() is None:
-                read += 1
+                read.add((message.partition(), message.offset()))
         current = scrape(port)
-        if condition(current, read):
-            return current, read
+        if condition(current, len(read)):
+            return current, len(read)
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import trio
 
@@ -17,7 +19,12 @@ from tributary.client.raw.batches import EARLIEST, LATEST
 from tributary.client.raw.client import RawClient
 from tributary.client.wire.cluster import COORDINATOR, Cluster
 from tributary.client.wire.metadata import TopicPartition
-from tributary.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
+from tributary.protocol.messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+)
 from tributary.protocol.records import build_batch
 from tributary.testing.cluster import Cluster as Brokers
 
@@ -171,3 +178,46 @@ async def test_errors_of_admin_operations_are_kafka_errors(shared_cluster: Broke
     async with Cluster(shared_cluster.bootstrap) as cluster:
         with pytest.raises(KafkaError):
             await Admin(cluster).partitions_of(topic_name("missing"))
+
+
+async def test_a_kip848_consumer_group_is_listed_and_described_as_one(shared_cluster: Brokers) -> None:
+    """DescribeGroups answers "Dead" for a consumer (KIP-848) group, as Kafka does: the admin
+    client then asks ConsumerGroupDescribe, and shows the members, epochs and assignments."""
+    topic, group = topic_name("kip848-admin"), topic_name("kip848-group")
+    member_id = uuid.uuid4().hex
+    async with Cluster(shared_cluster.bootstrap) as cluster:
+        admin = Admin(cluster)
+        await admin.create_topic(topic, 4)
+
+        async def heartbeat(epoch: int) -> ConsumerGroupHeartbeatResponse:
+            request = ConsumerGroupHeartbeatRequest(
+                group_id=group,
+                member_id=member_id,
+                member_epoch=epoch,
+                rebalance_timeout_ms=30_000 if epoch == 0 else -1,
+                subscribed_topic_names=[topic] if epoch == 0 else None,
+                topic_partitions=[] if epoch == 0 else None,
+            )
+            response: ConsumerGroupHeartbeatResponse = await cluster.send_to_coordinator(group, request)
+            assert response.error_code == 0, response
+            return response
+
+        joined = await heartbeat(0)
+        assert joined.assignment is not None
+        assert sorted(p for t in joined.assignment.topic_partitions for p in t.partitions) == [0, 1, 2, 3]
+
+        listed = {g.group_id: g for g in await admin.list_groups()}[group]
+        assert (listed.protocol_type, listed.group_type, listed.state) == ("consumer", "consumer", "Stable")
+        described = (await admin.describe_groups([group]))[group]
+        assert (described.group_type, described.state, described.protocol) == ("consumer", "Stable", "uniform")
+        assert described.group_epoch == 1
+        (member,) = described.members
+        assert (member.member_id, member.member_epoch, member.subscription) == (member_id, 1, (topic,))
+        assert sorted(member.assignment) == [TopicPartition(topic, p) for p in range(4)]
+
+        await heartbeat(-1)  # leaves
+        described = (await admin.describe_groups([group]))[group]
+        assert (described.group_type, described.state, described.members) == ("consumer", "Empty", ())
+        # An unknown group is still "Dead", after both questions.
+        missing = topic_name("no-group")
+        assert (await admin.describe_groups([missing]))[missing].state == "Dead"

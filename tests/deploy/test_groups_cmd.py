@@ -12,11 +12,14 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 import pytest
+import trio
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
 from tests.fixtures.brokers import module_cluster
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.client.wire.cluster import Cluster as ClientCluster
+from tributary.protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from tributary.testing.cluster import Cluster
 from tributary.testing.polling import eventually
 
@@ -267,3 +270,55 @@ def test_delete_and_bad_input(capsys: pytest.CaptureFixture[str], cluster: Clust
     # argparse: exactly one target is required.
     assert groups(capsys, cluster, "reset-offsets", group, "--topic", topic).status == 2
     assert groups(capsys, cluster, "reset-offsets", group, "--topic", topic, "--to-earliest", "--to-latest").status == 2
+
+
+def test_a_kip848_consumer_group_is_listed_described_and_not_reset_while_active(
+    capsys: pytest.CaptureFixture[str], cluster: Cluster
+) -> None:
+    """A consumer (KIP-848) group, joined here with ConsumerGroupHeartbeat: GROUP-TYPE says
+    so, describe shows its member (from ConsumerGroupDescribe: DescribeGroups calls such a
+    group "Dead"), and reset-offsets refuses while it has one."""
+    topic = make_topic(capsys, cluster, {0: 3, 1: 5})
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    member_id = uuid.uuid4().hex
+
+    async def heartbeat(epoch: int) -> None:
+        async with ClientCluster(cluster.bootstrap) as client:
+            request = ConsumerGroupHeartbeatRequest(
+                group_id=group,
+                member_id=member_id,
+                member_epoch=epoch,
+                rebalance_timeout_ms=30_000,
+                subscribed_topic_names=[topic] if epoch == 0 else None,
+                topic_partitions=[] if epoch == 0 else None,
+            )
+            response: ConsumerGroupHeartbeatResponse = await client.send_to_coordinator(group, request)
+            assert response.error_code == 0, response
+
+    trio.run(heartbeat, 0)
+    listed = {g["group"]: g for g in groups(capsys, cluster, "list", "--output", "json").json()}[group]
+    assert (listed["group_type"], listed["protocol_type"], listed["state"], listed["members"]) == (
+        "consumer",
+        "consumer",
+        "Stable",
+        1,
+    )
+    table = groups(capsys, cluster, "list").out.splitlines()
+    assert table[0].split() == ["GROUP", "TYPE", "GROUP-TYPE", "STATE", "MEMBERS", "COORDINATOR"]
+    row = next(line for line in table if line.startswith(group)).split()
+    assert row[1:5] == ["consumer", "consumer", "Stable", "1"]
+
+    (described,) = groups(capsys, cluster, "describe", group, "--output", "json").json()
+    assert (described["group_type"], described["state"], described["protocol"]) == ("consumer", "Stable", "uniform")
+    (only,) = described["members"]
+    assert (only["member_id"], only["member_epoch"]) == (member_id, 1)
+    assert sorted((a["topic"], a["partition"]) for a in only["assignment"]) == [(topic, 0), (topic, 1)]
+    header = groups(capsys, cluster, "describe", group).out.splitlines()[0]
+    assert header.startswith(f"Group: {group}  state: Stable  protocol: uniform  group type: consumer  ")
+
+    refused = groups(capsys, cluster, "reset-offsets", group, "--all-topics", "--to-earliest", "--execute")
+    assert_one_line_error(refused, 1, f"group {group} is active (state Stable, 1 members)")
+
+    trio.run(heartbeat, -1)
+    (described,) = groups(capsys, cluster, "describe", group, "--output", "json").json()
+    assert (described["group_type"], described["state"], described["members"]) == ("consumer", "Empty", [])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from confluent_kafka import Producer
 
 from tests.deploy.promql import dashboard_metric_names
 from tributary.testing.cluster import Cluster
@@ -159,3 +160,51 @@ def test_later_runs_load_only_new_records(aggregate: Cluster, first_load: FirstL
     assert second_run["totals"]["rows"] == 5_000
     assert {(p.topic, p.partition, p.offset) for p in produced + more} == set(loaded_keys(output))
     assert len(loaded_keys(output)) == sum(counts) + 5_000
+
+
+def test_only_committed_transactions_are_loaded(aggregate: Cluster, tmp_path: Path) -> None:
+    """A topic written by transactions, some committed, some aborted, one still open at load
+    time: Hadoop gets the committed records only, and nothing at or past the open transaction's
+    first offset until it ends (the run plans to the last stable offset); the next run loads it."""
+    topic = f"east.payments{unique('')}"
+    create_topics(aggregate.bootstrap, [topic], partitions=2)
+    producer = Producer(
+        {
+            "bootstrap.servers": aggregate.bootstrap,
+            "transactional.id": f"pay-{topic}",
+            "compression.type": "zstd",
+            "linger.ms": 5,
+            # The open transaction must outlive a whole load.
+            "transaction.timeout.ms": 600_000,
+        }
+    )
+    producer.init_transactions(30)
+    committed: list[bytes] = []
+
+    def transaction(tag: str, count: int, *, commit: bool | None) -> list[bytes]:
+        values = [f"{tag}-{i}".encode() for i in range(count)]
+        producer.begin_transaction()
+        for i, value in enumerate(values):
+            producer.produce(topic, value=value, partition=i % 2, timestamp=FIRST_MS + i)
+        producer.flush(30)
+        if commit is True:
+            producer.commit_transaction(30)
+        elif commit is False:
+            producer.abort_transaction(30)
+        return values
+
+    for n in range(4):
+        committed += transaction(f"commit{n}", 500, commit=True)
+        transaction(f"abort{n}", 300, commit=False)
+    open_values = transaction("open", 200, commit=None)
+    output = tmp_path / "warehouse"
+    first = run_load(aggregate.bootstrap, output, "--topics", topic)
+    assert first.returncode == 0, first.stderr[-3000:]
+    loaded = read_warehouse(output).column("value").to_pylist()
+    assert sorted(loaded) == sorted(committed)
+    producer.commit_transaction(30)
+    producer.close()
+    second = run_load(aggregate.bootstrap, output, "--topics", topic)
+    assert second.returncode == 0, second.stderr[-3000:]
+    loaded = read_warehouse(output).column("value").to_pylist()
+    assert sorted(loaded) == sorted(committed + open_values)

@@ -240,3 +240,13 @@ def test_cli_unreachable_source() -> None:
                                  "--target", f"127.0.0.1:{port}")  # fmt: skip
     assert elapsed < 15, f"took {elapsed:.1f} s"
     assert_one_clear_line(result, f"127.0.0.1:{port}")
+
+
+def test_group_protocol_under_kafkas_names(tmp_path: Path) -> None:
+    assert load_config(REQUIRED).group_protocol == "classic"
+    path = toml(tmp_path, BASE + 'group.id = "copy-east"\ngroup.protocol = "consumer"\n')
+    config = load_config({}, path)
+    assert (config.group, config.group_protocol) == ("copy-east", "consumer")
+    assert load_config({**REQUIRED, "group_protocol": "consumer"}).group_protocol == "consumer"
+    with pytest.raises(MirrorConfigError, match="group-protocol must be 'classic' or 'consumer'"):
+        load_config({}, toml(tmp_path, BASE + 'group-protocol = "eager"\n'))

@@ -25,8 +25,10 @@ from tributary.protocol.records import (
     BatchBuilder,
     BatchHeader,
     ControlType,
+    Marker,
     Record,
     build_batch,
+    build_marker_batch,
     complete_prefix_length,
     compute_crc,
     control_type,
@@ -34,6 +36,7 @@ from tributary.protocol.records import (
     iter_batches,
     iter_records,
     parse_batch_header,
+    read_marker,
     rewrite_crc,
     set_base_offset,
     set_partition_leader_epoch,
@@ -450,6 +453,22 @@ def test_control_type_reads_the_marker_in_the_first_record_key(key: bytes, expec
     struct.pack_into(">h", data, 3 + ATTRIBUTES_AT, 0x20)
     rewrite_crc(data, 3)
     assert control_type(data, 3) is expected
+
+
+@pytest.mark.parametrize("marker", list(ControlType))
+def test_marker_batch_as_kafka_writes_it(marker: ControlType) -> None:
+    data = build_marker_batch(marker, producer_id=4001, producer_epoch=3, coordinator_epoch=7, timestamp_ms=T0)
+    header = validate_batch(data)
+    assert (header.is_control, header.is_transactional, header.compression) == (True, True, Compression.NONE)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (4001, 3, -1)
+    assert read_marker(data) == Marker(marker, 7)
+    assert control_type(data) is marker
+    # kafka-python reads it as Kafka's EndTransactionMarker: key (version 0, type), value (version 0, epoch).
+    batch, records = kafka_python_records(data)
+    assert batch.is_control_batch and batch.is_transactional
+    assert [(r.key, r.value, r.timestamp) for r in records] == [
+        (struct.pack(">hh", 0, marker), struct.pack(">hi", 0, 7), T0)
+    ]
 
 
 @pytest.mark.parametrize("codec", CODECS)

@@ -16,9 +16,13 @@ from tributary.broker.group.messages import (
     JoinResult,
     LeaveResult,
     LeavingMember,
+    Loaded,
     Reply,
     SyncRequest,
     SyncResult,
+    TxnCommitRequest,
+    TxnEnd,
+    TxnRecord,
     Write,
 )
 from tributary.broker.group.offsets import OffsetAndMetadata
@@ -43,7 +47,7 @@ class Harness:
         suffixes = itertools.count(1)
         self.coordinator = GroupCoordinator(config, new_id_suffix=lambda: str(next(suffixes)))
         #: partition -> the records written, in order (the "log").
-        self.log: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
+        self.log: dict[int, list[Loaded]] = defaultdict(list)
         self.replies: dict[int, Any] = {}
         #: When set, writes fail with this code.
         self.write_error: ErrorCode | None = None
@@ -71,7 +75,9 @@ class Harness:
 
     def _complete(self, write: Write) -> list[Effect]:
         error = self.write_error or ErrorCode.NONE
-        if error == ErrorCode.NONE:
+        if error == ErrorCode.NONE and write.producer is not None:
+            self.log[write.partition].extend(TxnRecord(write.producer[0], k, v) for k, v in write.records)
+        elif error == ErrorCode.NONE:
             self.log[write.partition].extend(write.records)
         return self.coordinator.write_completed(self.now, write.write_id, error)
 
@@ -191,6 +197,28 @@ class Harness:
         req = CommitRequest(group, member_id, instance, generation, values, retention_ms=retention_ms)
         self.apply(self.coordinator.commit(self.now, ticket, req))
         return ticket
+
+    def txn_commit(
+        self,
+        offsets: dict[tuple[str, int], int],
+        producer_id: int,
+        *,
+        epoch: int = 0,
+        group: str = "g",
+        member_id: str = "",
+        generation: int = -1,
+    ) -> int:
+        ticket = next(self._tickets)
+        values = {tp: OffsetAndMetadata(v) for tp, v in offsets.items()}
+        req = TxnCommitRequest(group, producer_id, epoch, member_id, None, generation, values)
+        self.apply(self.coordinator.txn_commit(self.now, ticket, req))
+        return ticket
+
+    def mark(self, producer_id: int, commit: bool, group: str = "g") -> None:
+        """The transaction's marker reaches the group's partition (WriteTxnMarkers)."""
+        partition = self.coordinator.partition_for(group)
+        self.log[partition].append(TxnEnd(producer_id, commit))
+        self.apply(self.coordinator.complete_txn(self.now, partition, producer_id, commit))
 
     def commit_errors(self, ticket: int) -> dict[tuple[str, int], ErrorCode]:
         result = self.replies[ticket]

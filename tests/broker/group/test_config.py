@@ -60,3 +60,45 @@ def test_toml_dotted_names(tmp_path: Path) -> None:
 def test_bad_values_name_the_setting(settings: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load({**REQUIRED, **settings})
+
+
+def test_consumer_group_settings_kafka_4_defaults_and_toml(tmp_path: Path) -> None:
+    defaults = load(REQUIRED).group
+    assert (defaults.consumer_heartbeat_interval_ms, defaults.consumer_session_timeout_ms) == (5000, 45000)
+    assert defaults.consumer_assignors == ("uniform", "range")
+    assert defaults.consumer_migration_policy == "bidirectional"
+    toml = tmp_path / "broker.toml"
+    toml.write_text(
+        "group.consumer.heartbeat.interval.ms = 500\n"
+        "group.consumer.min.heartbeat.interval.ms = 100\n"
+        "group.consumer.session.timeout.ms = 6000\n"
+        "group.consumer.min.session.timeout.ms = 1000\n"
+        'group.consumer.assignors = "range, org.apache.kafka.coordinator.group.assignor.UniformAssignor"\n'
+        'group.consumer.migration.policy = "Upgrade"\n'
+        "group.consumer.max.size = 10\n"
+    )
+    config = load(REQUIRED, toml).group
+    assert (config.consumer_heartbeat_interval_ms, config.consumer_session_timeout_ms) == (500, 6000)
+    assert config.consumer_assignors == ("range", "uniform")
+    assert config.consumer_migration_policy == "upgrade"
+    assert config.upgrade_allowed and not config.downgrade_allowed
+    assert config.consumer_max_size == 10
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"group.consumer.session.timeout.ms": 1000}, "group.consumer.session.timeout.ms must be between 45000"),
+        ({"group.consumer.heartbeat.interval.ms": 20000}, "group.consumer.heartbeat.interval.ms must be between"),
+        (
+            {"group.consumer.min.session.timeout.ms": 1000, "group.consumer.session.timeout.ms": 4000},
+            "heartbeat.interval.ms must be less than group.consumer.session.timeout.ms",
+        ),
+        ({"group.consumer.assignors": "sticky"}, "unknown assignors"),
+        ({"group.consumer.migration.policy": "sideways"}, "must be one of disabled, upgrade"),
+        ({"group.consumer.max.size": 0}, "group.consumer.max.size must be >= 1"),
+    ],
+)
+def test_bad_consumer_group_settings(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load({**REQUIRED, **settings})

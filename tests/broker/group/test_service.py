@@ -10,7 +10,15 @@ import trio
 import trio.testing
 
 from tributary.broker.group.coordinator import GroupCoordinator
-from tributary.broker.group.messages import CommitRequest, JoinRequest, JoinResult, SyncRequest
+from tributary.broker.group.messages import (
+    CommitRequest,
+    JoinRequest,
+    JoinResult,
+    Loaded,
+    SyncRequest,
+    TxnEnd,
+    TxnRecord,
+)
 from tributary.broker.group.offsets import OffsetAndMetadata
 from tributary.broker.group.service import GroupService
 from tributary.protocol.error_codes import ErrorCode
@@ -21,24 +29,39 @@ DELAY_S = CONFIG.initial_rebalance_delay_ms / 1000
 
 
 class MemoryStorage:
+    """The offsets logs in memory: a transactional write keeps its records as TxnRecords (the
+    markers a test adds with :meth:`mark`), as the real storage reads them back."""
+
     def __init__(self) -> None:
-        self.log: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
+        self.log: dict[int, list[Loaded]] = defaultdict(list)
         self.flushes = 0
         #: While set, flush() waits for this event.
         self.flush_gate: trio.Event | None = None
         #: While set, read() waits for this event.
         self.read_gate: trio.Event | None = None
 
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> ErrorCode:
-        self.log[partition].extend(records)
+    def append(
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        now_ms: int,
+        producer: tuple[int, int] | None = None,
+    ) -> ErrorCode:
+        if producer is None:
+            self.log[partition].extend(records)
+        else:
+            self.log[partition].extend(TxnRecord(producer[0], key, value) for key, value in records)
         return ErrorCode.NONE
+
+    def mark(self, partition: int, producer_id: int, commit: bool) -> None:
+        self.log[partition].append(TxnEnd(producer_id, commit))
 
     async def flush(self) -> None:
         self.flushes += 1
         if self.flush_gate is not None:
             await self.flush_gate.wait()
 
-    async def read(self, partition: int) -> list[tuple[bytes, bytes | None]]:
+    async def read(self, partition: int) -> list[Loaded]:
         if self.read_gate is not None:
             await self.read_gate.wait()
         return list(self.log[partition])

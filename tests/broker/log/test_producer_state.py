@@ -1,17 +1,20 @@
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import pytest
 
 from tributary.broker.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from tributary.broker.log.log import PRODUCER_STATE_FILE, PartitionLog
+from tributary.broker.log.log import PartitionLog
+from tributary.broker.log.producer_snapshots import list_snapshots, snapshot_path
 from tributary.broker.log.producer_state import ProducerStateManager
 from tributary.protocol.compression import Compression
+from tributary.protocol.crc32c import crc32c
 from tributary.protocol.records import parse_batch_header
 
-from .helpers import NOW, batch, crash, open_log, read_all
+from .helpers import NOW, T0, batch, crash, open_log, read_all
 
 PID = 4242
 
@@ -101,14 +104,15 @@ def test_producer_state_survives_a_restart(tmp_path: Path, clean: bool) -> None:
         _produce(log, 2 * i)
         _produce(log, 2 * i, pid=PID + 1)
     assert len(log.segments) > 3
+    # One snapshot per roll, at the new segment's base offset (Kafka's <offset>.snapshot).
+    assert list_snapshots(path) == [s.base_offset for s in log.segments[1:]]
     end = log.log_end_offset
     if clean:
         log.close()
-        assert (path / PRODUCER_STATE_FILE).exists()
+        assert snapshot_path(path, end).exists()
     else:
         crash(log)
     reopened = open_log(path, end, clean=clean, segment_bytes=400)
-    assert not (path / PRODUCER_STATE_FILE).exists()  # a later crash must not read it
     assert _produce(reopened, 22) == (end - 4, True)
     assert _produce(reopened, 22, pid=PID + 1) == (end - 2, True)
     with pytest.raises(OutOfOrderSequenceError):
@@ -117,19 +121,36 @@ def test_producer_state_survives_a_restart(tmp_path: Path, clean: bool) -> None:
     reopened.close()
 
 
-def test_a_stale_snapshot_is_ignored(tmp_path: Path) -> None:
+def test_a_damaged_snapshot_is_deleted_and_an_older_one_replayed(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = open_log(path, segment_bytes=400)
+    for i in range(12):
+        _produce(log, 2 * i)
+    end = log.log_end_offset
+    log.close()
+    snapshots = list_snapshots(path)
+    assert snapshots[-1] == end
+    newest = snapshot_path(path, end)
+    newest.write_bytes(newest.read_bytes()[:-3])  # torn
+    reopened = open_log(path, end, clean=True, segment_bytes=400)
+    assert not newest.exists()
+    assert _produce(reopened, 22) == (end - 2, True)  # replayed from the roll snapshot before it
+    reopened.close()
+
+
+def test_snapshots_past_the_log_end_are_deleted(tmp_path: Path) -> None:
     path = tmp_path / "t-0"
     log = open_log(path)
     _produce(log, 0)
-    log.close()
-    snapshot = (path / PRODUCER_STATE_FILE).read_bytes()
+    log.close()  # snapshot at 2
     log = open_log(path, clean=True)
     _produce(log, 2)
-    crash(log)
-    (path / PRODUCER_STATE_FILE).write_bytes(snapshot)  # as of offset 2; the log now ends at 4
-    reopened = open_log(path)
-    assert _produce(reopened, 2) == (2, True)  # rebuilt from the headers instead
-    reopened.close()
+    log.close()  # snapshot at 4
+    log = open_log(path, clean=True)
+    log.truncate_to(2)  # as a follower does
+    assert list_snapshots(path) == [2]
+    assert _produce(log, 2) == (2, False)
+    log.close()
 
 
 def test_idle_producers_expire(tmp_path: Path) -> None:
@@ -167,4 +188,36 @@ def test_non_idempotent_batches_leave_no_state(tmp_path: Path) -> None:
     assert len(log.producer_state) == 0
     assert len(read_all(log)) == log.size_in_bytes
     log.close()
-    assert os.path.getsize(tmp_path / "t-0" / PRODUCER_STATE_FILE) > 0
+    assert os.path.getsize(snapshot_path(tmp_path / "t-0", 4)) > 0
+
+
+def test_the_snapshot_of_a_broker_from_before_transactions_is_read_once(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = open_log(path)
+    _produce(log, 0)
+    _produce(log, 2)
+    log.close()
+    for name in os.listdir(path):
+        if name.endswith(".snapshot"):
+            os.unlink(path / name)
+    # What such a broker wrote at a clean close: version 1, producer id, epoch, its batches.
+    body = struct.pack(">qi", 4, 1) + struct.pack(">qhb", PID, 0, 2)
+    body += struct.pack(">iiqqq", 0, 1, 0, 1, T0) + struct.pack(">iiqqq", 2, 3, 2, 3, T0)
+    legacy = path / "producer-state.snapshot"
+    legacy.write_bytes(struct.pack(">hI", 1, crc32c(body)) + body)
+    reopened = open_log(path, 4, clean=True)
+    assert not legacy.exists()  # a later crash must not read it
+    assert _produce(reopened, 2) == (2, True)  # recognised from the old snapshot
+    reopened.close()
+
+
+def test_retention_deletes_the_snapshots_of_deleted_segments(tmp_path: Path) -> None:
+    path = tmp_path / "t-0"
+    log = open_log(path, segment_bytes=400, retention_bytes=400, retention_ms=-1)
+    for i in range(12):
+        _produce(log, 2 * i)
+    before = list_snapshots(path)
+    assert len(before) == 3  # one per roll
+    assert log.delete_old_segments(NOW) > 0
+    assert list_snapshots(path) == [offset for offset in before if offset >= log.log_start_offset]
+    log.close()

@@ -63,6 +63,8 @@ class Stage:
 
     def __init__(self, broker: InProcessBroker) -> None:
         self.broker = broker
+        #: transactional id -> (producer id, epoch) of its admin-initialised producer.
+        self.producers: dict[str, tuple[int, int]] = {}
 
     def ask(self, principal: str, body: Any, version: int | None = None, host: str = HOST) -> Any:
         return self.broker.request(principal, body, version, host)
@@ -132,9 +134,13 @@ class Stage:
         return {t.name: t.partition_responses[0].error_code for t in response.responses}
 
     def fetch(self, principal: str, topic: str, replica_id: int = -1) -> Any:
+        broker = self.broker.broker
+        assert broker is not None
         request = m.FetchRequest(
-            replica_id=replica_id, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, session_epoch=-1,
-            topics=[m.FetchRequest.FetchTopic(topic=topic, partitions=[
+            replica_id=replica_id, replica_state=m.FetchRequest.ReplicaState(replica_id=replica_id),
+            max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, session_epoch=-1,
+            # By name and by id: the newest versions (13+) name topics by id.
+            topics=[m.FetchRequest.FetchTopic(topic=topic, topic_id=broker.snapshot().topics[topic].uuid, partitions=[
                 m.FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
         )  # fmt: skip
         return self.ask(principal, request).responses[0].partitions[0]
@@ -161,7 +167,7 @@ class Stage:
         return self.ask(principal, request)
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
-        response = self.ask(ADMIN, m.OffsetFetchRequest(group_id=group, topics=None))
+        response = self.ask(ADMIN, m.OffsetFetchRequest(group_id=group, topics=None), 7)
         assert response.error_code == 0, response
         return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions}
 
@@ -169,7 +175,7 @@ class Stage:
         """FindCoordinator creates __consumer_offsets; wait until its partition is loaded here."""
 
         def ready() -> bool:
-            found = self.ask(ADMIN, m.FindCoordinatorRequest(key=group, key_type=0))
+            found = self.ask(ADMIN, m.FindCoordinatorRequest(key=group, key_type=0), 3)
             described = self.ask(ADMIN, m.DescribeGroupsRequest(groups=[group])).groups[0]
             return found.error_code == 0 and described.error_code == 0
 
@@ -178,6 +184,40 @@ class Stage:
     def groups(self) -> dict[str, str]:
         response = self.ask(ADMIN, m.ListGroupsRequest())
         return {g.group_id: g.group_state for g in response.groups}
+
+    # --- transactions
+
+    def init_transaction(self, transactional_id: str, *partitions: tuple[str, int]) -> None:
+        """As admin: the id initialised (its coordinator loaded first), and with ``partitions``
+        a transaction open on them; the producer id and epoch noted in :attr:`producers`."""
+        eventually(
+            lambda: self.ask(ADMIN, m.FindCoordinatorRequest(key=transactional_id, key_type=1), 3).error_code == 0,
+            30, "a transaction coordinator",
+        )  # fmt: skip
+
+        def initialised() -> Any:
+            found = self.ask(ADMIN, m.InitProducerIdRequest(transactional_id=transactional_id,
+                                                            transaction_timeout_ms=60_000))  # fmt: skip
+            return found if found.error_code == 0 else None
+
+        found = eventually(initialised, 30, f"InitProducerId for {transactional_id}")
+        self.producers[transactional_id] = (found.producer_id, found.producer_epoch)
+        if partitions:
+            added = self.ask(ADMIN, _add_partitions(self, transactional_id, *partitions))
+            assert {p.partition_error_code for t in added.results_by_topic_v3_and_below
+                    for p in t.results_by_partition} == {0}, added  # fmt: skip
+
+    def transaction(self, transactional_id: str) -> tuple[int, str, tuple[Any, ...]]:
+        """(error, state, partitions) as admin's DescribeTransactions gives them."""
+        (found,) = self.ask(ADMIN, m.DescribeTransactionsRequest(transactional_ids=[transactional_id]))\
+            .transaction_states  # fmt: skip
+        return found.error_code, found.transaction_state, tuple((t.topic, tuple(t.partitions)) for t in found.topics)
+
+    def log_end(self, topic: str, partition: int) -> int:
+        broker = self.broker.broker
+        assert broker is not None
+        found = broker.partitions.get(topic, partition)
+        return -1 if found is None else found.log.log_end_offset
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +228,7 @@ def stage(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFa
         "offsets.topic.num.partitions": 1,
         "group.initial.rebalance.delay.ms": 0,
         "auto.create.topics.enable": True,
+        "transaction.state.log.num.partitions": 1,
     }
     data_dir = tmp_path_factory.mktemp("acl-matrix") / "data"
     with InProcessBroker(server_chroot(zookeeper_server, "acl"), data_dir, settings) as broker:
@@ -260,6 +301,13 @@ def _join(group: str) -> m.JoinGroupRequest:
     )  # fmt: skip
 
 
+def _consumer_join(group: str, member: str = "alice-member") -> m.ConsumerGroupHeartbeatRequest:
+    return m.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=0, rebalance_timeout_ms=10_000,
+        subscribed_topic_names=[ORDERS], topic_partitions=[],
+    )  # fmt: skip
+
+
 def _offset_delete(group: str, topic: str) -> m.OffsetDeleteRequest:
     r = m.OffsetDeleteRequest
     return r(group_id=group, topics=[r.OffsetDeleteRequestTopic(name=topic, partitions=[
@@ -278,14 +326,90 @@ def _list_offsets(topic: str) -> m.ListOffsetsRequest:
         r.ListOffsetsPartition(partition_index=0, timestamp=-1)])])  # fmt: skip
 
 
+def _add_partitions(stage: Stage, transactional_id: str, *partitions: tuple[str, int]) -> m.AddPartitionsToTxnRequest:
+    r = m.AddPartitionsToTxnRequest
+    producer_id, epoch = stage.producers[transactional_id]
+    return r(
+        v3_and_below_transactional_id=transactional_id,
+        v3_and_below_producer_id=producer_id,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[r.AddPartitionsToTxnTopic(name=t, partitions=[p]) for t, p in partitions],
+    )
+
+
+def _added(stage: Stage, transactional_id: str) -> int:
+    """alice's AddPartitionsToTxn of orders-0: its error code."""
+    response = stage.ask(ALICE, _add_partitions(stage, transactional_id, (ORDERS, 0)))
+    return int(response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
+
+
+def _add_offsets(stage: Stage, transactional_id: str) -> m.AddOffsetsToTxnRequest:
+    producer_id, epoch = stage.producers[transactional_id]
+    return m.AddOffsetsToTxnRequest(
+        transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch, group_id=BILLING
+    )
+
+
+def _end(stage: Stage, transactional_id: str) -> m.EndTxnRequest:
+    producer_id, epoch = stage.producers[transactional_id]
+    return m.EndTxnRequest(transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch)
+
+
+def _txn_offset_commit(stage: Stage, transactional_id: str) -> m.TxnOffsetCommitRequest:
+    r = m.TxnOffsetCommitRequest
+    producer_id, epoch = stage.producers[transactional_id]
+    partition = r.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)
+    return r(
+        transactional_id=transactional_id,
+        group_id=BILLING,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        topics=[r.TxnOffsetCommitRequestTopic(name=ORDERS, partitions=[partition])],
+    )
+
+
+def _marker() -> m.WriteTxnMarkersRequest:
+    """An abort marker for orders-1 (of a producer nobody knows: the partition takes it)."""
+    r = m.WriteTxnMarkersRequest
+    topic = r.WritableTxnMarkerTopic(name=ORDERS, partition_indexes=[1])
+    marker = r.WritableTxnMarker(producer_id=987_654, producer_epoch=0, transaction_result=False, topics=[topic])
+    return r(markers=[marker])
+
+
 def _acl_filter(name: str) -> dict[str, Any]:
     return {"resource_type_filter": 2, "resource_name_filter": name, "pattern_type_filter": 3,
             "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}  # fmt: skip
 
 
+def _scram_users(stage: Stage) -> set[tuple[str, tuple[tuple[int, int], ...]]]:
+    """Every user's SCRAM mechanisms and iterations, as admin's DescribeUserScramCredentials lists them."""
+    response = stage.ask(ADMIN, m.DescribeUserScramCredentialsRequest(users=None))
+    assert response.error_code == 0, response
+    return {(r.user, tuple((c.mechanism, c.iterations) for c in r.credential_infos)) for r in response.results}
+
+
+def _scram_upsert(name: str) -> m.AlterUserScramCredentialsRequest:
+    r = m.AlterUserScramCredentialsRequest
+    return r(upsertions=[r.ScramCredentialUpsertion(name=name, mechanism=2, iterations=4096, salt=b"s" * 32,
+                                                    salted_password=b"p" * 64)])  # fmt: skip
+
+
 def _some_acl(name: str) -> m.CreateAclsRequest.AclCreation:
     return m.CreateAclsRequest.AclCreation(resource_type=2, resource_name=name, resource_pattern_type=3,
                                            principal="User:bob", host="*", operation=3, permission_type=3)  # fmt: skip
+
+
+def _delete_records(topic: str, offset: int) -> m.DeleteRecordsRequest:
+    r = m.DeleteRecordsRequest
+    return r(topics=[r.DeleteRecordsTopic(topic, [r.DeleteRecordsPartition(0, offset)])], timeout_ms=15_000)
+
+
+def _log_start(stage: Stage, topic: str) -> int:
+    broker = stage.broker.broker
+    assert broker is not None
+    partition = broker.partitions.get(topic, 0)
+    assert partition is not None
+    return partition.log.log_start_offset
 
 
 CASES = [
@@ -363,13 +487,42 @@ CASES = [
     ),
     Case(
         "DeleteTopics",
-        lambda s, n: s.ask(ALICE, m.DeleteTopicsRequest(topic_names=[n["doomed"]], timeout_ms=15_000)).responses[0],
+        lambda s, n: s.ask(ALICE, m.DeleteTopicsRequest(topic_names=[n["doomed"]], timeout_ms=15_000), 5).responses[0],
         lambda n: [grant(TOPIC, n["doomed"], Op.DELETE)],
         denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED,
         allowed=lambda r: r.error_code == E.NONE,
         state=lambda s, n: s.topic_state(n["doomed"]),
         setup=lambda s, n: s.create_topic(n["doomed"]),
         names={"doomed": "doomed"},
+    ),
+    Case(
+        "DeleteRecords",
+        lambda s, n: s.ask(ALICE, _delete_records(n["trimmed"], 1)).topics[0].partitions[0],
+        lambda n: [grant(TOPIC, n["trimmed"], Op.DELETE)],
+        denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE and r.low_watermark == 1,
+        state=lambda s, n: (s.log(n["trimmed"]), _log_start(s, n["trimmed"])),
+        setup=lambda s, n: (s.create_topic(n["trimmed"]), s.produce(ADMIN, {n["trimmed"]: batch(b"x", b"y")})),
+        names={"trimmed": "trimmed"},
+    ),
+    Case(
+        "DescribeProducers",
+        lambda s, n: (
+            s.ask(ALICE, m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(ORDERS, [0])]))
+            .topics[0]
+            .partitions[0]
+        ),
+        lambda n: [grant(TOPIC, ORDERS, Op.READ)],
+        denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED and not r.active_producers,
+        allowed=lambda r: r.error_code == E.NONE,
+    ),
+    Case(
+        "DescribeCluster",
+        # Anyone may describe the cluster; its authorized operations need Describe on it.
+        lambda s, n: s.ask(ALICE, m.DescribeClusterRequest(include_cluster_authorized_operations=True)),
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.NONE and r.cluster_authorized_operations == 0 and len(r.brokers) == 1,
+        allowed=lambda r: r.cluster_authorized_operations & (1 << Op.DESCRIBE) != 0,
     ),
     Case(
         "CreatePartitions",
@@ -429,6 +582,95 @@ CASES = [
         allowed=lambda r: r.error_code == E.NONE and r.producer_id >= 0,
     ),
     Case(
+        "InitProducerId (transactional)",
+        lambda s, n: s.ask(ALICE, m.InitProducerIdRequest(transactional_id=n["txn"], transaction_timeout_ms=60_000)),
+        lambda n: [grant(TXN, n["txn"], Op.WRITE)],
+        denied=lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE and r.producer_id >= 0 and r.producer_epoch == 1,
+        state=lambda s, n: s.transaction(n["txn"]),
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        names={"txn": "init"},
+    ),
+    Case(
+        "AddPartitionsToTxn",
+        lambda s, n: _added(s, n["txn"]),
+        lambda n: [grant(TOPIC, ORDERS, Op.WRITE)],
+        denied=lambda r: r == E.TOPIC_AUTHORIZATION_FAILED,
+        allowed=lambda r: r == E.NONE,
+        state=lambda s, n: s.transaction(n["txn"]),
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        # Write on the transactional id alone: the topic's Write is still missing.
+        given=lambda n: [grant(TXN, n["txn"], Op.WRITE)],
+        names={"txn": "add"},
+    ),
+    Case(
+        "AddOffsetsToTxn",
+        lambda s, n: s.ask(ALICE, _add_offsets(s, n["txn"])),
+        lambda n: [grant(GROUP, BILLING, Op.READ)],
+        denied=lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE,
+        state=lambda s, n: s.transaction(n["txn"]),
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        given=lambda n: [grant(TXN, n["txn"], Op.WRITE)],
+        names={"txn": "offsets"},
+    ),
+    Case(
+        "EndTxn",
+        lambda s, n: s.ask(ALICE, _end(s, n["txn"])),
+        lambda n: [grant(TXN, n["txn"], Op.WRITE)],
+        denied=lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE,
+        state=lambda s, n: s.transaction(n["txn"]),
+        setup=lambda s, n: s.init_transaction(n["txn"], (ORDERS, 1)),
+        names={"txn": "end"},
+    ),
+    Case(
+        "TxnOffsetCommit",
+        lambda s, n: s.ask(ALICE, _txn_offset_commit(s, n["txn"])).topics[0].partitions[0].error_code,
+        lambda n: [grant(TOPIC, ORDERS, Op.READ)],
+        denied=lambda r: r == E.TOPIC_AUTHORIZATION_FAILED,
+        allowed=lambda r: r == E.NONE,
+        state=lambda s, n: s.committed(BILLING),
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        given=lambda n: [grant(TXN, n["txn"], Op.WRITE), grant(GROUP, BILLING, Op.READ)],
+        names={"txn": "txnoffsets"},
+    ),
+    Case(
+        "WriteTxnMarkers",
+        lambda s, n: s.ask(ALICE, _marker()).markers[0].topics[0].partitions[0].error_code,
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.CLUSTER_ACTION)],
+        denied=lambda r: r == E.CLUSTER_AUTHORIZATION_FAILED,
+        allowed=lambda r: r == E.NONE,
+        state=lambda s, n: s.log_end(ORDERS, 1),
+    ),
+    Case(
+        "DescribeTransactions",
+        lambda s, n: s.ask(ALICE, m.DescribeTransactionsRequest(transactional_ids=[n["txn"]])).transaction_states[0],
+        lambda n: [grant(TXN, n["txn"], Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and r.producer_id <= 0,
+        allowed=lambda r: r.error_code == E.NONE and r.transaction_state == "Empty",
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        names={"txn": "described"},
+    ),
+    Case(
+        "ListTransactions",
+        lambda s, n: {t.transactional_id for t in s.ask(ALICE, m.ListTransactionsRequest()).transaction_states},
+        lambda n: [grant(TXN, n["txn"], Op.DESCRIBE)],
+        denied=lambda r: not any(t.startswith("listed") for t in r),
+        allowed=lambda r: any(t.startswith("listed") for t in r),
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        names={"txn": "listed"},
+    ),
+    Case(
+        "FindCoordinator of a transactional id",
+        lambda s, n: s.ask(ALICE, m.FindCoordinatorRequest(key=n["txn"], key_type=1), 2),
+        lambda n: [grant(TXN, n["txn"], Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and r.node_id == -1,
+        allowed=lambda r: r.error_code == E.NONE and r.node_id == 1,
+        setup=lambda s, n: s.init_transaction(n["txn"]),
+        names={"txn": "found"},
+    ),
+    Case(
         "FindCoordinator",
         lambda s, n: s.ask(ALICE, m.FindCoordinatorRequest(key=BILLING, key_type=0), 2),
         lambda n: [grant(GROUP, BILLING, Op.DESCRIBE)],
@@ -443,6 +685,44 @@ CASES = [
         allowed=lambda r: r.error_code == E.MEMBER_ID_REQUIRED,  # v4+: the first step of joining
         state=lambda s, n: s.groups().get(n["joined"]),
         names={"joined": "joined"},
+    ),
+    Case(
+        "ConsumerGroupHeartbeat",
+        lambda s, n: s.ask(ALICE, _consumer_join(n["modern"])),
+        lambda n: [grant(GROUP, n["modern"], Op.READ), grant(TOPIC, ORDERS, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE and r.member_epoch == 1,
+        state=lambda s, n: s.groups().get(n["modern"]),
+        names={"modern": "modern"},
+    ),
+    Case(
+        "ConsumerGroupHeartbeat naming a topic",
+        lambda s, n: s.ask(ALICE, _consumer_join(n["modern"])),
+        lambda n: [grant(TOPIC, ORDERS, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE,
+        state=lambda s, n: s.groups().get(n["modern"]),
+        given=lambda n: [grant(GROUP, n["modern"], Op.READ)],
+        names={"modern": "modern"},
+    ),
+    Case(
+        "ConsumerGroupDescribe",
+        lambda s, n: s.ask(ALICE, m.ConsumerGroupDescribeRequest(group_ids=[n["modern"]])).groups[0],
+        lambda n: [grant(GROUP, n["modern"], Op.DESCRIBE), grant(TOPIC, ORDERS, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED and not r.members,
+        allowed=lambda r: r.error_code == E.NONE and r.group_state == "Stable" and len(r.members) == 1,
+        setup=lambda s, n: s.ask(ADMIN, _consumer_join(n["modern"], "admin-member")),
+        names={"modern": "modern"},
+    ),
+    Case(
+        "ConsumerGroupDescribe of a group on a topic",
+        lambda s, n: s.ask(ALICE, m.ConsumerGroupDescribeRequest(group_ids=[n["modern"]])).groups[0],
+        lambda n: [grant(TOPIC, ORDERS, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED and not r.members,
+        allowed=lambda r: r.error_code == E.NONE and len(r.members) == 1,
+        setup=lambda s, n: s.ask(ADMIN, _consumer_join(n["modern"], "admin-member")),
+        given=lambda n: [grant(GROUP, n["modern"], Op.DESCRIBE)],
+        names={"modern": "modern"},
     ),
     Case(
         "SyncGroup",
@@ -487,7 +767,7 @@ CASES = [
     ),
     Case(
         "OffsetFetch",
-        lambda s, n: s.ask(ALICE, m.OffsetFetchRequest(group_id=BILLING, topics=None)),
+        lambda s, n: s.ask(ALICE, m.OffsetFetchRequest(group_id=BILLING, topics=None), 7),
         lambda n: [grant(GROUP, BILLING, Op.DESCRIBE), grant(TOPIC, ORDERS, Op.DESCRIBE)],
         denied=lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED and not r.topics,
         allowed=lambda r: r.error_code == E.NONE and [t.name for t in r.topics] == [ORDERS],
@@ -501,6 +781,7 @@ CASES = [
                     group_id=BILLING,
                     topics=[m.OffsetFetchRequest.OffsetFetchRequestTopic(name=ORDERS, partition_indexes=[0])],
                 ),
+                7,
             )
             .topics[0]
             .partitions[0]
@@ -509,6 +790,27 @@ CASES = [
         denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED and r.committed_offset == -1,
         allowed=lambda r: r.error_code == E.NONE and r.committed_offset >= 2,
         given=lambda n: [grant(GROUP, BILLING, Op.DESCRIBE)],
+    ),
+    Case(
+        "OffsetFetch v8 of several groups",
+        lambda s, n: {
+            g.group_id: g.error_code
+            for g in s.ask(
+                ALICE,
+                m.OffsetFetchRequest(
+                    groups=[
+                        m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=BILLING, topics=None),
+                        m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=n["other"], topics=None),
+                    ]
+                ),
+                8,
+            ).groups
+        },
+        lambda n: [grant(GROUP, BILLING, Op.DESCRIBE)],
+        denied=lambda r: set(r.values()) == {E.GROUP_AUTHORIZATION_FAILED},
+        # Each group on its own: billing is now allowed, the other still refused.
+        allowed=lambda r: list(r.values()) == [E.NONE, E.GROUP_AUTHORIZATION_FAILED],
+        names={"other": "other"},
     ),
     Case(
         "DescribeGroups",
@@ -648,6 +950,22 @@ CASES = [
         setup=lambda s, n: s.ask(ADMIN, m.CreateAclsRequest(creations=[_some_acl(n["guarded"])])),
         names={"guarded": "guarded"},
     ),
+    Case(
+        "DescribeUserScramCredentials",
+        lambda s, n: s.ask(ALICE, m.DescribeUserScramCredentialsRequest(users=None)),
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED and not r.results,
+        allowed=lambda r: r.error_code == E.NONE,
+    ),
+    Case(
+        "AlterUserScramCredentials",
+        lambda s, n: s.ask(ALICE, _scram_upsert(n["user"])).results[0],
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.ALTER)],
+        denied=lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE,
+        state=lambda s, n: _scram_users(s),
+        names={"user": "scram"},
+    ),
 ]
 
 
@@ -676,7 +994,9 @@ CASE_APIS = {c.name.split()[0] for c in CASES}
 
 
 def test_every_routed_api_is_in_the_matrix() -> None:
-    served = {m.API_MESSAGES[key][0].__name__.removesuffix("Request") for key in ROUTES} - {"ApiVersions"}
+    # ApiVersions and the SASL exchange come before any principal is known: they need no permission.
+    unguarded = {"ApiVersions", "SaslHandshake", "SaslAuthenticate"}
+    served = {m.API_MESSAGES[key][0].__name__.removesuffix("Request") for key in ROUTES} - unguarded
     assert served <= CASE_APIS, f"no matrix case for {sorted(served - CASE_APIS)}"
 
 
@@ -766,7 +1086,7 @@ def test_host_acls_match_the_client_address(stage: Stage, acls: Callable[..., No
         replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, session_epoch=-1,
         topics=[m.FetchRequest.FetchTopic(topic=topic, partitions=[m.FetchRequest.FetchPartition(partition=0)])],
     )  # fmt: skip
-    elsewhere = stage.ask(ALICE, request, host="10.0.0.8")
+    elsewhere = stage.ask(ALICE, request, 12, host="10.0.0.8")  # v12: the last naming topics by name
     assert elsewhere.responses[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
 
 
@@ -883,10 +1203,11 @@ def test_authorized_operations_as_metadata_and_describe_groups_report_them(
         include_cluster_authorized_operations=True,
         include_topic_authorized_operations=True,
     )
-    metadata = stage.ask(ALICE, asked)
+    metadata = stage.ask(ALICE, asked, 10)  # v11+ no longer carry the Cluster's (DescribeCluster does)
     # Read implies Describe; Describe on the Cluster is all alice has there.
     assert metadata.topics[0].topic_authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
     assert metadata.cluster_authorized_operations == 1 << Op.DESCRIBE
+    assert stage.ask(ALICE, asked).topics[0].topic_authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
     # Not asked for: Kafka's INT32_MIN.
     plain = stage.ask(ALICE, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=ORDERS)]))
     assert plain.topics[0].topic_authorized_operations == plain.cluster_authorized_operations == -(2**31)
