@@ -215,9 +215,15 @@ class Stage:
         self.brokers = secure.cluster.brokers
         self.admin = AdminClient(self.ck("admin"))
         self._admin = AdminThread(secure.bootstrap("scram"), self.ours("admin"))
+        #: admin's connection to each broker, for what each broker knows.
+        self._metadata = [
+            BlockingConnection(*b.listener_address("SECURE"), config=self.ours("admin")) for b in self.brokers
+        ]
 
     def close(self) -> None:
         self._admin.close()
+        for conn in self._metadata:
+            conn.close()
 
     # --- clients
 
@@ -299,8 +305,23 @@ class Stage:
         return set(self.run(lambda admin: admin.describe_acls(timeout=TIMEOUT)))
 
     def create_topic(self, name: str, partitions: int = 1, replicas: int = 3) -> None:
+        """Created, and returns once every broker describes it with its leaders (each learns
+        of a topic from ZooKeeper on its own; a test's client may ask any of them first)."""
         failed = failure(self.admin.create_topics([NewTopic(name, partitions, replicas)])[name])
         assert failed is None, failed
+        asked = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                                allow_auto_topic_creation=False)  # fmt: skip
+
+        def everywhere() -> bool:
+            for conn in self._metadata:
+                (found,) = conn.request(asked).topics
+                if found.error_code or len(found.partitions) < partitions:
+                    return False
+                if any(p.leader_id < 0 for p in found.partitions):
+                    return False
+            return True
+
+        eventually(everywhere, TIMEOUT, f"{name} on every broker, with its leaders")
 
     def topics(self) -> set[str]:
         return {t for t in self.admin.list_topics(timeout=TIMEOUT).topics if not t.startswith("__")}
