@@ -9,15 +9,19 @@
 With ``--zookeeper`` the credential is written straight to ``/config/users/<name>`` with a
 change notification, as Kafka's ``kafka-configs --zookeeper`` does: the way to create the first
 users (the brokers' own, the admin's) before any broker runs; running brokers pick the change up
-within moments. With ``--bootstrap`` it goes through AlterUserScramCredentials and
-DescribeUserScramCredentials. The password is read from a file (``-``: standard input), never
-from the command line; only the salted keys are stored.
+within moments. A credential that already matches the password (same iterations) is left as it
+is and said so, so that deployment tools can run ``set`` every time and see what changed.
+With ``--bootstrap`` it goes through AlterUserScramCredentials and DescribeUserScramCredentials.
+The password is read from a file (``-``: standard input), never from the command line; only the
+salted keys are stored.
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,7 @@ from tributary.broker.security.user_configs import (
     decode_credentials,
     desanitize,
     encode_change,
+    sanitize,
     user_path,
     with_credential,
 )
@@ -175,12 +180,12 @@ def zk_write(hosts: str, name: str, mechanism: str, credential: ScramCredential 
         client.close()
 
 
-def zk_users(hosts: str) -> dict[str, dict[str, ScramCredential]]:
-
+def zk_users(hosts: str, names: Sequence[str] | None = None) -> dict[str, dict[str, ScramCredential]]:
+    """Every user's credentials (or those of ``names``) in the ZooKeeper at ``hosts``."""
     client = _zk_client(hosts)
     try:
         try:
-            nodes = client.get_children(CONFIG_USERS)
+            nodes = [sanitize(name) for name in names] if names is not None else client.get_children(CONFIG_USERS)
         except NoNodeError:
             return {}
         users: dict[str, dict[str, ScramCredential]] = {}
@@ -201,6 +206,26 @@ def zk_users(hosts: str) -> dict[str, dict[str, ScramCredential]]:
 def set_user(hosts: str, name: str, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS) -> None:
     """Create or replace ``name``'s credential in ZooKeeper (for scripts and tests)."""
     zk_write(hosts, name, mechanism, credential_from_password(MECHANISMS[mechanism], password, iterations=iterations))
+
+
+def matches(credential: ScramCredential, mechanism: str, password: str, iterations: int) -> bool:
+    """Whether ``credential`` is what ``password`` gives with its salt at ``iterations``."""
+    if credential.iterations != iterations:
+        return False
+    derived = credential_from_password(MECHANISMS[mechanism], password, salt=credential.salt, iterations=iterations)
+    return hmac.compare_digest(derived.stored_key, credential.stored_key) and hmac.compare_digest(
+        derived.server_key, credential.server_key
+    )
+
+
+def ensure_user(hosts: str, name: str, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS) -> bool:
+    """Set ``name``'s credential in ZooKeeper unless it already matches the password; whether
+    it was written. (`tributary up` and the Ansible broker role set every user on each run.)"""
+    current = zk_users(hosts, [name]).get(name, {}).get(mechanism)
+    if current is not None and matches(current, mechanism, password, iterations):
+        return False
+    set_user(hosts, name, mechanism, password, iterations)
+    return True
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -224,8 +249,10 @@ def _print_users(args: argparse.Namespace, users: list[tuple[str, list[tuple[str
 def run_set(args: argparse.Namespace) -> int:
     def zookeeper() -> int:
         _check(args)
-        set_user(args.zookeeper, args.name, args.mechanism, _password(args.password_file), args.iterations)
-        print(f"set the {args.mechanism} credential of user {args.name!r}")
+        if ensure_user(args.zookeeper, args.name, args.mechanism, _password(args.password_file), args.iterations):
+            print(f"set the {args.mechanism} credential of user {args.name!r}")
+        else:
+            print(f"the {args.mechanism} credential of user {args.name!r} already matches: unchanged")
         return 0
 
     async def api(admin: Admin) -> int:
@@ -281,4 +308,4 @@ def run_list(args: argparse.Namespace) -> int:
     return _dispatch(args, zookeeper, api)
 
 
-__all__ = ["register", "set_user", "zk_users", "zk_write"]
+__all__ = ["ensure_user", "matches", "register", "set_user", "zk_users", "zk_write"]
