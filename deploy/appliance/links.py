@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tributary.deploy.appliance.topology import Cluster, Listener, Load, Mirror, Topology
+from tributary.deploy.tables import render_table
 
 Role = Literal["mirror source", "mirror target", "load"]
 
@@ -98,6 +99,22 @@ def load_link(topology: Topology, load: Load) -> Link:
     return Link("load", load.name, load_user(load), cluster, listener, cluster.datacenter != here)
 
 
+def links_table(topology: Topology) -> str:
+    """The links and their protocols, as `tributary up` prints them."""
+    rows = [
+        (
+            link.client,
+            link.cluster.name,
+            link.listener.name,
+            link.protocol,
+            "cross-datacenter" if link.cross_datacenter else "local",
+            link.user if link.listener.sasl else "-",
+        )
+        for link in links(topology)
+    ]
+    return render_table(("link", "cluster", "listener", "protocol", "", "logs in as"), rows)
+
+
 def links(topology: Topology) -> list[Link]:
     """Every link of the appliance's own clients: each mirror's two sides, then each load."""
     found: list[Link] = []
@@ -107,4 +124,14 @@ def links(topology: Topology) -> list[Link]:
     return found
 
 
-__all__ = ["Link", "links", "listener_for", "load_datacenter", "load_link", "load_user", "mirror_links", "mirror_user"]
+__all__ = [
+    "Link",
+    "links",
+    "links_table",
+    "listener_for",
+    "load_datacenter",
+    "load_link",
+    "load_user",
+    "mirror_links",
+    "mirror_user",
+]
