@@ -104,8 +104,15 @@ def test_production_groups_and_placement() -> None:
         ("euw1", 1, 9410),
         ("euw1", 2, 9411),
     ]
-    assert mirrors[0]["source"] == topology.clusters["us-east"].bootstrap
+    # Across datacenters on the source's EXTERNAL (SASL_SSL) listener; locally on the aggregate's.
+    assert mirrors[0]["source"] == topology.clusters["us-east"].bootstrap_on("EXTERNAL")
     assert mirrors[0]["target"] == topology.clusters["aggregate"].bootstrap
+    assert mirrors[0]["source_security"] == {
+        "protocol": "SASL_SSL",
+        "user": "mirror-use1",
+        "mechanism": "SCRAM-SHA-512",
+    }
+    assert mirrors[0]["target_security"] == mirrors[0]["source_security"]
     assert mirrors[0]["exclude"] == "^__.*"
     # The load runs in the datacenter with Hadoop access, on a host of its cluster.
     assert group_hosts(inventory, "loader") == ["kafka1.agg.example.net"]
@@ -113,6 +120,7 @@ def test_production_groups_and_placement() -> None:
     assert job["output"] == "hdfs://namenode.agg.example.net:8020/data/tributary/activity"
     assert job["master"] == "yarn"
     assert job["summary_json"] == "/var/lib/tributary/loads/nightly.json"
+    assert job["security"] == {"protocol": "SASL_SSL", "user": "loader-nightly", "mechanism": "SCRAM-SHA-512"}
     # A three-server ensemble: myid follows the order of the servers.
     zk2 = hostvars["zk2.euw1.example.net"]["zookeeper_instances"]
     assert [(z["name"], z["myid"], z["port"]) for z in zk2] == [("eu-west", 2, 2181)]
@@ -121,6 +129,20 @@ def test_production_groups_and_placement() -> None:
     assert broker["zookeeper"] == topology.clusters["us-east"].zookeeper_connect
     assert broker["settings"]["num.partitions"] == 12
     assert (broker["id"], broker["metrics_port"], broker["datacenter"]) == (3, 9308, "us-east")
+    assert broker["listeners"] == [
+        {"name": "INTERNAL", "protocol": "PLAINTEXT", "port": 9092},
+        {"name": "EXTERNAL", "protocol": "SASL_SSL", "port": 9094},
+    ]
+    assert (broker["tls"], broker["inter_broker_user"], broker["super_users"]) == (
+        True, None, ["User:admin", "User:ANONYMOUS"]
+    )  # fmt: skip
+    # Each cluster's users and ACLs go with its first broker's host, to be created before it starts.
+    principals = hostvars["kafka1.agg.example.net"]["broker_cluster_principals"]
+    assert [(p["cluster"], p["users"]) for p in principals] == [
+        ("aggregate", ["broker-aggregate", "admin", "mirror-use1", "mirror-euw1", "loader-nightly"])
+    ]
+    assert principals[0]["grants"][-1][:2] == ["--allow-principal", "User:loader-nightly"]
+    assert "broker_cluster_principals" not in hostvars["kafka2.agg.example.net"]
     # Real host names: Ansible connects to them over SSH as usual.
     assert all("ansible_connection" not in v for v in hostvars.values())
 
