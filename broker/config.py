@@ -18,6 +18,7 @@ from typing import Any
 
 from tributary.broker.group.config import MIGRATION_POLICIES, GroupConfig
 from tributary.broker.group.consumer_assignors import ASSIGNOR_CLASS_NAMES, SERVER_ASSIGNORS
+from tributary.broker.log.cleaner.config import CleanerConfig
 from tributary.broker.log.config import LogConfig
 from tributary.broker.replication.config import ReplicationConfig
 from tributary.broker.security.authorizer_config import AuthorizerConfig, parse_super_users
@@ -107,6 +108,7 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
     txn: TxnConfig = field(default_factory=TxnConfig)
     authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
     #: Listeners, TLS, SASL and the inter-broker client (broker/security/config.py); load()
@@ -114,6 +116,9 @@ class BrokerConfig:
     security: SecurityConfig = field(
         default_factory=lambda: SecurityConfig.plaintext("127.0.0.1", 9092, "127.0.0.1", 9092)
     )
+    # The settings the file or the flags gave (the others are defaults): DescribeConfigs
+    # reports their source.
+    given: frozenset[str] = frozenset()
 
 
 def _int(name: str, value: Any) -> int:
@@ -197,8 +202,10 @@ def _principals(name: str, value: Any) -> Any:
         raise ConfigError(f"setting '{name}': {exc}") from None
 
 
-# key -> (attribute of BrokerConfig, "log.<attribute>" of LogConfig or "group.<attribute>" of
-# GroupConfig, converter)
+# key -> (attribute of BrokerConfig, "log.<attribute>" of LogConfig, "group.<attribute>" of
+# GroupConfig, "replication.<attribute>" of ReplicationConfig, "cleaner.<attribute>" of
+# CleanerConfig, "txn.<attribute>" of TxnConfig or "authorizer.<attribute>" of AuthorizerConfig,
+# converter)
 _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "id": ("broker_id", _int),
     "listen": ("listen", parse_host_port),
@@ -234,6 +241,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "message.max.bytes": ("log.max_message_bytes", _int),
     "log.segment.bytes": ("log.segment_bytes", _int),
     "log.record.validation": ("log.record_validation", _str),
+    "compression.type": ("log.compression_type", _str),
     "log.max.decompression.ratio": ("log.max_decompression_ratio", _int),
     "log.roll.ms": ("log.segment_ms", _int),
     "log.index.interval.bytes": ("log.index_interval_bytes", _int),
@@ -241,6 +249,18 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "log.flush.interval.ms": ("log.flush_ms", _int),
     "log.retention.ms": ("log.retention_ms", _int),
     "log.retention.bytes": ("log.retention_bytes", _int),
+    "log.cleanup.policy": ("log.cleanup_policy", _str),
+    "log.cleaner.delete.retention.ms": ("log.delete_retention_ms", _int),
+    "log.cleaner.min.cleanable.ratio": ("log.min_cleanable_dirty_ratio", _float),
+    "log.cleaner.min.compaction.lag.ms": ("log.min_compaction_lag_ms", _int),
+    "log.cleaner.max.compaction.lag.ms": ("log.max_compaction_lag_ms", _int),
+    "log.cleaner.enable": ("cleaner.enable", _bool),
+    "log.cleaner.threads": ("cleaner.threads", _int),
+    "log.cleaner.io.max.bytes.per.second": ("cleaner.io_max_bytes_per_second", _float),
+    "log.cleaner.dedupe.buffer.size": ("cleaner.dedupe_buffer_size", _int),
+    "log.cleaner.io.buffer.load.factor": ("cleaner.io_buffer_load_factor", _float),
+    "log.cleaner.backoff.ms": ("cleaner.backoff_ms", _int),
+    "log.cleaner.isolation": ("cleaner.isolation", _str),
     "group.initial.rebalance.delay.ms": ("group.initial_rebalance_delay_ms", _int),
     "group.min.session.timeout.ms": ("group.min_session_timeout_ms", _int),
     "group.max.session.timeout.ms": ("group.max_session_timeout_ms", _int),
@@ -283,6 +303,11 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "allow.everyone.if.no.acl.found": ("authorizer.allow_everyone_if_no_acl_found", _bool),
 }
 REQUIRED = ("id", "data-dir", "zookeeper")
+
+
+def known_settings() -> Mapping[str, tuple[str, Callable[[str, Any], Any]]]:
+    """Every setting the broker reads: name -> (where it lands in BrokerConfig, converter)."""
+    return _SETTINGS
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -331,7 +356,9 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
             raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
 
     top: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "txn": {}, "authorizer": {}}
+    sections: dict[str, dict[str, Any]] = {
+        "log": {}, "group": {}, "replication": {}, "cleaner": {}, "txn": {}, "authorizer": {}
+    }  # fmt: skip
     for name, value in settings.items():
         attr, convert = _SETTINGS[name]
         section, dot, rest = attr.partition(".")
@@ -364,15 +391,19 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
     try:
         group = GroupConfig(**sections["group"])
         replication = ReplicationConfig(**sections["replication"])
+        cleaner = CleanerConfig(**sections["cleaner"])
         txn = TxnConfig(**sections["txn"])
         authorizer = AuthorizerConfig(**sections["authorizer"])
+        log_config = LogConfig(**sections["log"])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return BrokerConfig(
-        log=LogConfig(**sections["log"]),
+        log=log_config,
         group=group,
         replication=replication,
+        cleaner=cleaner,
         txn=txn,
         authorizer=authorizer,
+        given=frozenset(settings) | frozenset(security_settings),
         **top,
     )

@@ -28,11 +28,14 @@ from tributary.broker.handlers import (
     create_topics,
     delete_acls,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_acls,
+    describe_cluster,
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -122,6 +125,11 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ](list_partition_reassignments.handle),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
         offset_for_leader_epoch.handle
+    ),
+    ApiKey.DELETE_RECORDS: Route[m.DeleteRecordsRequest, m.DeleteRecordsResponse](delete_records.handle),
+    ApiKey.DESCRIBE_CLUSTER: Route[m.DescribeClusterRequest, m.DescribeClusterResponse](describe_cluster.handle),
+    ApiKey.DESCRIBE_PRODUCERS: Route[m.DescribeProducersRequest, m.DescribeProducersResponse](
+        describe_producers.handle
     ),
     ApiKey.ADD_PARTITIONS_TO_TXN: Route[m.AddPartitionsToTxnRequest, m.AddPartitionsToTxnResponse](
         add_partitions_to_txn.handle

@@ -117,6 +117,12 @@ class Partition:
         )
         if self.leader_state.update_high_watermark(self.durable_end):
             self.high_watermark_moved()
+        if self.durable is not None and self.replicated and self.durable_end < plog.log_end_offset:
+            # high.watermark.fsync after an unclean restart: the tail recovered past the last
+            # checkpointed recovery point counts only once fsynced. Without this flush it waited
+            # for the next produce, and until then the high watermark stayed below this epoch's
+            # start offset: ListOffsets answered OFFSET_NOT_AVAILABLE and fetches saw nothing.
+            self.durable(self)
         log.info(
             "%s-%d: leader in epoch %d (ISR %s, log end %d, high watermark %d)",
             self.topic, self.index, state.leader_epoch, list(state.isr), plog.log_end_offset, plog.high_watermark,
@@ -203,6 +209,36 @@ class Partition:
             finally:
                 self._hw_waiters.discard(event)
         return False
+
+    def low_watermark(self, live: frozenset[int]) -> int:
+        """DeleteRecords' answer: the smallest log start offset among this leader and its live
+        followers (this log's own on a partition without followers)."""
+        state = self.leader_state
+        start = self.log.log_start_offset
+        return start if state is None else state.low_watermark(start, live)
+
+    async def wait_for_low_watermark(self, offset: int, deadline: float, live: Callable[[], frozenset[int]]) -> bool:
+        """Wait until every live replica's log starts at `offset` or later (followers learn the
+        leader's log start from their next fetch) while this broker leads in the same epoch;
+        False on timeout or when leadership moved."""
+        epoch = self.leader_epoch
+        while self.leader_state is not None and self.leader_epoch == epoch and not self.log.closed:
+            if self.low_watermark(live()) >= offset:
+                return True
+            event = trio.Event()
+            self._hw_waiters.add(event)
+            try:
+                with trio.move_on_at(deadline) as scope:
+                    await event.wait()
+                if scope.cancelled_caught:
+                    return False
+            finally:
+                self._hw_waiters.discard(event)
+        return False
+
+    def wake_replica_waiters(self) -> None:
+        """A follower's progress changed: whoever waits on the replicas looks again."""
+        self._wake_hw_waiters()
 
     def _wake_hw_waiters(self) -> None:
         waiters, self._hw_waiters = self._hw_waiters, set()

@@ -22,6 +22,8 @@ from tributary.broker.config import BrokerConfig
 from tributary.broker.connection import serve_connection
 from tributary.broker.connection_limits import ConnectionLimits, RateLimitedLog, Refusal
 from tributary.broker.dispatch import advertised_versions
+from tributary.broker.log.cleaner.metrics import CleanerCollector
+from tributary.broker.log.cleaner.service import LogCleaner
 from tributary.broker.log.errors import StorageError
 from tributary.broker.log.manager import LogManager
 from tributary.broker.log.scrubber import Scrubber
@@ -69,6 +71,7 @@ async def _flush_scheduler(broker: Broker) -> None:
         try:
             broker.logs.checkpoint_recovery_points()
             broker.logs.checkpoint_high_watermarks()
+            broker.logs.checkpoint_log_start_offsets()
         except OSError as exc:
             if not checkpoint_failed:
                 log.warning("cannot write the recovery point or high watermark checkpoints (tried each flush): %s", exc)
@@ -189,6 +192,10 @@ async def start_services(broker: Broker, nursery: trio.Nursery) -> None:
     nursery.start_soon(_flush_scheduler, broker)
     nursery.start_soon(_retention_scheduler, broker)
     nursery.start_soon(_scrub_scheduler, broker)
+    # Compaction, off the event loop (docs/compaction.md).
+    cleaner = LogCleaner(broker.logs, broker.config.cleaner)
+    broker.metrics.registry.register(CleanerCollector(cleaner))
+    await nursery.start(cleaner.run)
 
 
 async def run(

@@ -28,6 +28,8 @@ from tributary.testing.wire import request
 
 #: How long a broker may take to answer Metadata after its start.
 START_TIMEOUT = 30.0
+#: The ZooKeeper session of the kit's brokers unless ``zookeeper.session.timeout.ms`` is given.
+DEFAULT_SESSION_TIMEOUT_MS = 4_000
 #: Metadata v8: the newest every broker this kit starts answers, leader epochs included.
 METADATA_VERSION = 8
 
@@ -77,7 +79,9 @@ class BrokerProcess(ListeningProcess):
     def start(self) -> None:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         config = self.data_dir.parent / f"broker-{self.broker_id}.toml"
-        settings = dict(self.extra)
+        # A short session unless the test asks otherwise: a broker killed with -9 is then gone,
+        # and its partitions led elsewhere, within seconds (Kafka's default is 18 s).
+        settings = {"zookeeper.session.timeout.ms": str(DEFAULT_SESSION_TIMEOUT_MS), **self.extra}
         if self.listeners:
             settings["listeners"] = json.dumps(
                 ",".join(f"{name}://127.0.0.1:{port}" for name, port in self.listener_ports.items())

@@ -320,12 +320,7 @@ def decode_create_request(data: bytes) -> CreateTopicRequest:
     config = value.get("config", {})
     if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
         raise MalformedZnodeError("create request config is not an object of strings")
-    raw_assignment = value.get("assignment")
-    assignment = None
-    if raw_assignment is not None:
-        if not isinstance(raw_assignment, dict):
-            raise MalformedZnodeError("create request assignment is not an object")
-        assignment = {_int(p, "partition"): _int_list(r, "replicas") for p, r in raw_assignment.items()}
+    assignment = _assignment(value.get("assignment"), "create request")
     return CreateTopicRequest(
         topic_id=topic_id,
         partitions=_int(value.get("partitions"), "partitions"),
@@ -334,6 +329,14 @@ def decode_create_request(data: bytes) -> CreateTopicRequest:
         requested_by=_int(value.get("requested_by", -1), "requested_by"),
         assignment=assignment,
     )
+
+
+def _assignment(raw: Any, what: str) -> dict[int, tuple[int, ...]] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise MalformedZnodeError(f"{what} assignment is not an object")
+    return {_int(p, "partition"): _int_list(r, "replicas") for p, r in raw.items()}
 
 
 # /admin/create_partitions/<topic>: Tributary's own request to grow a topic to a partition count.
@@ -345,17 +348,20 @@ class CreatePartitionsRequest:
     topic_id: str
     partitions: int
     requested_by: int
+    #: new partition -> replicas, when the requester chose them (CreatePartitions assignments).
+    assignment: Mapping[int, tuple[int, ...]] | None = None
 
 
 def encode_create_partitions_request(request: CreatePartitionsRequest) -> bytes:
-    return _dump(
-        {
-            "version": CREATE_PARTITIONS_REQUEST_VERSION,
-            "topic_id": request.topic_id,
-            "partitions": request.partitions,
-            "requested_by": request.requested_by,
-        }
-    )
+    body: dict[str, Any] = {
+        "version": CREATE_PARTITIONS_REQUEST_VERSION,
+        "topic_id": request.topic_id,
+        "partitions": request.partitions,
+        "requested_by": request.requested_by,
+    }
+    if request.assignment is not None:
+        body["assignment"] = {str(p): list(r) for p, r in sorted(request.assignment.items())}
+    return _dump(body)
 
 
 def decode_create_partitions_request(data: bytes) -> CreatePartitionsRequest:
@@ -367,6 +373,7 @@ def decode_create_partitions_request(data: bytes) -> CreatePartitionsRequest:
         topic_id=topic_id,
         partitions=_int(value.get("partitions"), "partitions"),
         requested_by=_int(value.get("requested_by", -1), "requested_by"),
+        assignment=_assignment(value.get("assignment"), "create partitions request"),
     )
 
 

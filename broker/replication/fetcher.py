@@ -10,8 +10,10 @@ follows from it. A round is:
 2. One Fetch with ``replica_id`` = this broker, each partition at its log end offset and with its
    current leader epoch. The leader answers up to its log end (not only to the high watermark)
    and learns each follower's log end from the fetch offset.
-3. The batches are appended as they came (offsets, epochs, compression untouched), and the
-   follower's high watermark becomes min(leader's high watermark, own log end).
+3. The batches are appended as they came (offsets, epochs, compression untouched), the
+   follower's high watermark becomes min(leader's high watermark, own log end), and its log
+   start offset the leader's (as far as its own log reaches): what DeleteRecords or retention
+   removed on the leader goes here too.
 
 A partition the leader refuses (it moved, the epoch is fenced, it does not know it yet) waits for
 the next snapshot or a backoff; connection failures back off and reconnect. Nothing here decides
@@ -304,6 +306,8 @@ class Fetcher:
                 return False
             appended = True
             p.notify_appended()
+        # What the leader no longer serves (DeleteRecords, retention), this replica drops too.
+        plog.follow_log_start_offset(data.log_start_offset)
         high_watermark = min(data.high_watermark, plog.log_end_offset)
         if high_watermark > plog.high_watermark:
             plog.high_watermark = high_watermark

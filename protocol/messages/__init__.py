@@ -21,11 +21,14 @@ from .create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
 from .delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from .delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from .describe_acls import DescribeAclsRequest, DescribeAclsResponse
+from .describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from .describe_producers import DescribeProducersRequest, DescribeProducersResponse
 from .describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 from .describe_user_scram_credentials import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
 from .elect_leaders import ElectLeadersRequest, ElectLeadersResponse
@@ -75,6 +78,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     ADD_PARTITIONS_TO_TXN = 24
@@ -98,6 +102,8 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -123,6 +129,7 @@ API_MESSAGES: dict[ApiKey, tuple[type, type]] = {
     ApiKey.API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
     ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
     ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
+    ApiKey.DELETE_RECORDS: (DeleteRecordsRequest, DeleteRecordsResponse),
     ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     ApiKey.ADD_PARTITIONS_TO_TXN: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
@@ -146,6 +153,8 @@ API_MESSAGES: dict[ApiKey, tuple[type, type]] = {
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+    ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
@@ -183,16 +192,22 @@ __all__ = [
     "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
+    "DeleteRecordsRequest",
+    "DeleteRecordsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
     "DescribeAclsResponse",
+    "DescribeClusterRequest",
+    "DescribeClusterResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
+    "DescribeProducersRequest",
+    "DescribeProducersResponse",
     "DescribeTransactionsRequest",
     "DescribeTransactionsResponse",
     "DescribeUserScramCredentialsRequest",

@@ -59,16 +59,22 @@ from tributary.protocol.messages import (
     DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
@@ -133,6 +139,7 @@ KP: dict[str, Any] = {
 }
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's INT32_MIN default: "not requested"
+TOPIC_ID = uuid.UUID("9d1c5b36-3a0b-4a4e-9a5e-6f0b2f1c7d11")
 
 
 # --- value conversion between our dataclasses and kafka-python's containers ---
@@ -291,7 +298,7 @@ def _(v: int) -> Any:
             r.MetadataResponseTopic(
                 error_code=0,
                 name="clicks",
-                topic_id=uuid.UUID("9d1c5b36-3a0b-4a4e-9a5e-6f0b2f1c7d11"),
+                topic_id=TOPIC_ID,
                 is_internal=False,
                 partitions=[
                     r.MetadataResponsePartition(
@@ -391,6 +398,8 @@ def _(v: int) -> Any:
     return r(
         cluster_id="tQ2bS9rjSHqfHCFNbiVy7A" if v >= 12 else None,
         replica_id=-1,
+        # v15+: the replica id moved into a tagged struct (a follower's fetch here).
+        replica_state=r.ReplicaState(replica_id=3, replica_epoch=17),
         max_wait_ms=500,
         min_bytes=1,
         max_bytes=52_428_800,
@@ -400,6 +409,7 @@ def _(v: int) -> Any:
         topics=[
             r.FetchTopic(
                 topic="clicks",
+                topic_id=TOPIC_ID,
                 partitions=[
                     r.FetchPartition(
                         partition=0,
@@ -408,8 +418,17 @@ def _(v: int) -> Any:
                         last_fetched_epoch=4,
                         log_start_offset=-1,
                         partition_max_bytes=1_048_576,
+                        # kafka-python writes this tagged field even at its default (Kafka leaves it
+                        # out), so the byte comparison gives it a value.
+                        replica_directory_id=uuid.UUID(int=0xD1),
                     ),
-                    r.FetchPartition(partition=2, current_leader_epoch=-1, fetch_offset=0, partition_max_bytes=65536),
+                    r.FetchPartition(
+                        partition=2,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        partition_max_bytes=65536,
+                        replica_directory_id=uuid.UUID(int=0xD2),
+                    ),
                 ],
             )
         ],
@@ -1274,6 +1293,65 @@ def _(v: int) -> Any:
     )
 
 
+@builds(DeleteRecordsRequest)
+def _(v: int) -> Any:
+    r = DeleteRecordsRequest
+    partitions = [r.DeleteRecordsPartition(partition_index=0, offset=1200), r.DeleteRecordsPartition(3, -1)]
+    return r(topics=[r.DeleteRecordsTopic(name="clicks", partitions=partitions)], timeout_ms=30_000)
+
+
+@builds(DeleteRecordsResponse)
+def _(v: int) -> Any:
+    r = DeleteRecordsResponse
+    partitions = [
+        r.DeleteRecordsPartitionResult(partition_index=0, low_watermark=1200, error_code=0),
+        r.DeleteRecordsPartitionResult(partition_index=3, low_watermark=-1, error_code=1),  # OFFSET_OUT_OF_RANGE
+    ]
+    return r(throttle_time_ms=0, topics=[r.DeleteRecordsTopicResult(name="clicks", partitions=partitions)])
+
+
+@builds(DescribeClusterRequest)
+def _(v: int) -> Any:
+    return DescribeClusterRequest(include_cluster_authorized_operations=v == 0, endpoint_type=1)
+
+
+@builds(DescribeClusterResponse)
+def _(v: int) -> Any:
+    r = DescribeClusterResponse
+    return r(
+        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
+        cluster_id="tQ2bS9rjSHqfHCFNbiVy7A", controller_id=2,
+        brokers=[r.DescribeClusterBroker(1, "10.0.0.1", 9092, "east-a"), r.DescribeClusterBroker(2, "10.0.0.2", 9092)],
+    )  # fmt: skip
+
+
+@builds(DescribeProducersRequest)
+def _(v: int) -> Any:
+    r = DescribeProducersRequest
+    return r(topics=[r.TopicRequest(name="clicks", partition_indexes=[0, 2])])
+
+
+@builds(DescribeProducersResponse)
+def _(v: int) -> Any:
+    r = DescribeProducersResponse
+    producers = [
+        r.ProducerState(producer_id=4001, producer_epoch=0, last_sequence=41, last_timestamp=1_700_000_000_000,
+                        coordinator_epoch=-1, current_txn_start_offset=-1),
+    ]  # fmt: skip
+    return r(
+        throttle_time_ms=0,
+        topics=[
+            r.TopicResponse(
+                name="clicks",
+                partitions=[
+                    r.PartitionResponse(0, error_code=0, error_message=None, active_producers=producers),
+                    r.PartitionResponse(partition_index=2, error_code=6, error_message="NOT_LEADER_OR_FOLLOWER"),
+                ],
+            )
+        ],
+    )
+
+
 @builds(AddPartitionsToTxnRequest)
 def _(v: int) -> Any:
     r = AddPartitionsToTxnRequest
@@ -1539,26 +1617,28 @@ def _(v: int) -> Any:
 
 # --- the matrix ---
 
-# The brief's versions, plus flexible versions both libraries declare (tagged fields, compact types).
+# Every version the broker advertises that changes a message's shape, up to the newest (tagged
+# fields, compact types, topic ids, batched groups and keys).
 VERSIONS: dict[ApiKey, list[int]] = {
-    ApiKey.API_VERSIONS: [0, 1, 2, 3],
-    ApiKey.METADATA: [0, 1, 5, 8, 9, 12],
-    ApiKey.PRODUCE: [3, 7, 8, 9, 10],
-    ApiKey.FETCH: [4, 7, 11, 12],
-    ApiKey.LIST_OFFSETS: [1, 5, 6],
-    ApiKey.FIND_COORDINATOR: [0, 1, 2, 3, 4],
-    ApiKey.JOIN_GROUP: [0, 5, 6],
-    ApiKey.SYNC_GROUP: [0, 3, 5],
+    ApiKey.API_VERSIONS: [0, 1, 2, 3, 4],
+    ApiKey.METADATA: [0, 1, 5, 8, 9, 10, 11, 12],
+    ApiKey.PRODUCE: [0, 2, 3, 7, 8, 9, 10, 11],
+    ApiKey.FETCH: [4, 7, 11, 12, 13, 15, 16, 17],
+    ApiKey.LIST_OFFSETS: [1, 5, 6, 7, 8, 9, 10],
+    ApiKey.FIND_COORDINATOR: [0, 1, 2, 3, 4, 5, 6],
+    ApiKey.JOIN_GROUP: [0, 5, 6, 7, 8, 9],
+    ApiKey.SYNC_GROUP: [0, 3, 4, 5],
     ApiKey.HEARTBEAT: [0, 1, 2, 3, 4],
     ApiKey.LEAVE_GROUP: [0, 3, 4, 5],
-    ApiKey.OFFSET_COMMIT: [2, 7, 8],
-    ApiKey.OFFSET_FETCH: [1, 5, 6, 8],
+    ApiKey.OFFSET_COMMIT: [2, 7, 8, 9],
+    ApiKey.OFFSET_FETCH: [1, 5, 6, 7, 8, 9],
     ApiKey.DESCRIBE_GROUPS: [0, 1, 2, 3, 4, 5],
-    ApiKey.LIST_GROUPS: [0, 1, 2, 3, 4],
-    ApiKey.INIT_PRODUCER_ID: [0, 1, 2, 3, 4],
-    ApiKey.CREATE_TOPICS: [2, 3, 4, 5],
-    ApiKey.DELETE_TOPICS: [1, 2, 3, 4],
-    ApiKey.CREATE_PARTITIONS: [0, 1, 2],
+    ApiKey.LIST_GROUPS: [0, 1, 2, 3, 4, 5],
+    ApiKey.INIT_PRODUCER_ID: [0, 1, 2, 3, 4, 5],
+    ApiKey.CREATE_TOPICS: [2, 3, 4, 5, 6, 7],
+    ApiKey.DELETE_TOPICS: [1, 2, 3, 4, 5, 6],
+    ApiKey.DELETE_RECORDS: [0, 1, 2],
+    ApiKey.CREATE_PARTITIONS: [0, 1, 2, 3],
     ApiKey.DESCRIBE_CONFIGS: [0, 1, 2, 3, 4],
     ApiKey.ALTER_CONFIGS: [0, 1, 2],
     ApiKey.INCREMENTAL_ALTER_CONFIGS: [0, 1],
@@ -1569,6 +1649,8 @@ VERSIONS: dict[ApiKey, list[int]] = {
     ApiKey.ELECT_LEADERS: [0, 1, 2],
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: [0],
     ApiKey.LIST_PARTITION_REASSIGNMENTS: [0],
+    ApiKey.DESCRIBE_CLUSTER: [0, 1],
+    ApiKey.DESCRIBE_PRODUCERS: [0],
     ApiKey.ADD_PARTITIONS_TO_TXN: [0, 1, 2, 3, 4],
     ApiKey.ADD_OFFSETS_TO_TXN: [0, 1, 2, 3],
     ApiKey.END_TXN: [0, 1, 2, 3, 5],
