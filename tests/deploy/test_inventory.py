@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +204,31 @@ def test_a_host_in_two_datacenters_is_refused(tmp_path: Path) -> None:
     result = run_script("--topology", str(clash), "--list")
     assert result.returncode == 1
     assert "host 127.0.1.1 would be in datacenters 'east' and 'aggregate' (mirror 'west')" in result.stderr
+
+
+def test_a_topology_without_listeners_deploys_plaintext_as_before(tmp_path: Path) -> None:
+    # deploy/examples/local.toml as it was before listeners had names: no listeners, no ports,
+    # no [security]. Every broker gets one PLAINTEXT listener (rendered as listen/advertise),
+    # no users or ACLs are made, and the mirrors and the load connect in plain text.
+    text = (EXAMPLES / "local.toml").read_text()
+    text = re.sub(r"^listeners = .*\n", "", text, flags=re.MULTILINE)
+    text = re.sub(r" ports = \{ EXTERNAL = \d+ \},", "", text)
+    text = re.sub(r"^\[security\]\n(?:[a-z_]+ = .*\n)+", "", text, flags=re.MULTILINE)
+    plain = tmp_path / "plain.toml"
+    plain.write_text(text)
+    assert not re.search(r"^(listeners|\[security\])|EXTERNAL = ", text, re.MULTILINE)
+    topology = load_topology(plain)
+    hostvars = ansible_inventory(SCRIPT, plain)["_meta"]["hostvars"]
+    brokers = [b for v in hostvars.values() for b in v.get("broker_instances", [])]
+    assert len(brokers) == sum(len(c.brokers) for c in topology.clusters.values())
+    for broker in brokers:
+        assert broker["listeners"] == [{"name": "PLAINTEXT", "protocol": "PLAINTEXT", "port": broker["port"]}]
+        assert (broker["named_listeners"], broker["tls"], broker["sasl_mechanism"]) == (False, False, None)
+        assert (broker["inter_broker_user"], broker["authorizer"]) == (None, False)
+    assert not any("broker_cluster_principals" in v for v in hostvars.values())
+    plaintext = {"protocol": "PLAINTEXT", "user": None, "mechanism": None}
+    for mirror in hostvars["127.0.3.1"]["mirror_instances"]:
+        assert mirror["source"] == topology.clusters[mirror["alias"]].bootstrap
+        assert mirror["source_security"] == mirror["target_security"] == plaintext
+    (job,) = hostvars["127.0.3.1"]["loader_jobs"]
+    assert (job["bootstrap"], job["security"]) == (topology.clusters["aggregate"].bootstrap, plaintext)
