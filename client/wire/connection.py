@@ -64,6 +64,9 @@ log = logging.getLogger(__name__)
 RECEIVE_CHUNK = 256 * 1024
 _MAX_CORRELATION_ID = 2**31 - 1
 
+#: A request its caller encodes: ``encode(correlation_id)`` is the whole frame (see :meth:`BrokerConnection.exchange`).
+Encoder = Callable[[int], bytes]
+
 
 def _api_name(api_key: int) -> str:
     try:
@@ -217,9 +220,22 @@ class BrokerConnection:
             ) from exc
         return response
 
+    async def exchange(
+        self, api_key: int, version: int, encode: Encoder, *, timeout: float | None = None, expect_response: bool = True
+    ) -> bytes | None:
+        """Send a request the caller encoded and return its response frame undecoded (the
+        response header first), or None for a request Kafka does not answer.
+
+        ``encode(correlation_id)`` returns the whole request frame at ``version`` (length
+        prefix and request header included, as :func:`protocol.headers.encode_request` writes
+        them); the version must be one both sides support (:meth:`api_version`). This is for
+        the hot paths that read only what they need of an answer (the mirror's raw produce and
+        fetch, ``client/raw/wire.py``); everything else uses :meth:`request`."""
+        return await self._exchange(encode, api_key, self.versions.check(api_key, version), timeout, expect_response)
+
     async def _exchange(
         self,
-        body: Declared,
+        body: Declared | Encoder,
         api_key: int,
         version: int,
         timeout: float | None,
@@ -268,12 +284,15 @@ class BrokerConnection:
             )
         return pending.frame
 
-    def _queue(self, body: Declared, api_key: int, version: int, expect_response: bool) -> _InFlight:
+    def _queue(self, body: Declared | Encoder, api_key: int, version: int, expect_response: bool) -> _InFlight:
         """Number, encode and queue a request; no checkpoint, so ids leave in order."""
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) % _MAX_CORRELATION_ID
         try:
-            frame = encode_request(body, version, correlation_id, self.config.client_id)
+            if callable(body):
+                frame = body(correlation_id)
+            else:
+                frame = encode_request(body, version, correlation_id, self.config.client_id)
         except BaseException:
             self._slots.release()
             raise

@@ -10,11 +10,11 @@ import trio.testing
 
 from tributary.client.admin.admin import Admin
 from tributary.client.config import ClientConfig
-from tributary.client.errors import KafkaConnectionError, RequestTimedOutError
+from tributary.client.errors import KafkaConnectionError, RequestTimedOutError, UnsupportedVersionError
 from tributary.client.raw.client import RawClient
 from tributary.client.wire.cluster import Cluster as KafkaCluster
 from tributary.client.wire.connection import BrokerConnection, connect, open_on_stream
-from tributary.protocol.headers import RequestEnvelope
+from tributary.protocol.headers import RequestEnvelope, decode_response, encode_request
 from tributary.protocol.messages import (
     ApiKey,
     ListOffsetsRequest,
@@ -119,6 +119,36 @@ async def test_requests_are_pipelined_up_to_the_in_flight_bound() -> None:
     metadata_ids = [cid for key, _, cid in fake.seen if key == ApiKey.METADATA]
     assert sorted(node for _, node in results) == sorted(metadata_ids)
     assert len(results) == 10
+
+
+async def test_a_request_the_caller_encodes_gets_its_answer_undecoded() -> None:
+    """exchange(): the caller's own frame goes out under the connection's correlation id and
+    the answer comes back as bytes, header first; the pipeline stays in order with request()."""
+    fake = FakeBroker()
+
+    async def metadata(envelope: RequestEnvelope, request: MetadataRequest) -> MetadataResponse:
+        return _metadata_answer(envelope.correlation_id)
+
+    fake.handlers[ApiKey.METADATA] = metadata
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fake.serve, server_stream)
+        async with open_on_stream(client_stream, broker="fake") as conn:
+            version = conn.api_version(ApiKey.METADATA)
+
+            def encode(correlation_id: int) -> bytes:
+                return encode_request(MetadataRequest(topics=None), version, correlation_id, "by-hand")
+
+            frame = await conn.exchange(ApiKey.METADATA, version, encode)
+            assert frame is not None
+            correlation_id, response = decode_response(ApiKey.METADATA, version, frame)
+            assert response.brokers[0].node_id == correlation_id
+            decoded = await conn.request(MetadataRequest(topics=None))
+            assert decoded.brokers[0].node_id == correlation_id + 1
+            with pytest.raises(UnsupportedVersionError):
+                await conn.exchange(ApiKey.METADATA, 99, encode)
+            assert conn.in_flight == 0
+        nursery.cancel_scope.cancel()
 
 
 async def test_a_response_out_of_order_closes_the_connection() -> None:
