@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         "summary-json": args.summary_json,
         "metrics-file": args.metrics_file,
         "lease-timeout": args.lease_timeout,
+        "writer": args.writer,
     }
     try:
         options = load_options(flags, args.config)
