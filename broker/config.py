@@ -18,9 +18,11 @@ from typing import Any
 
 from tributary.broker.group.config import MIGRATION_POLICIES, GroupConfig
 from tributary.broker.group.consumer_assignors import ASSIGNOR_CLASS_NAMES, SERVER_ASSIGNORS
+from tributary.broker.log.cleaner.config import CleanerConfig
 from tributary.broker.log.config import LogConfig
 from tributary.broker.replication.config import ReplicationConfig
 from tributary.broker.security.authorizer_config import AuthorizerConfig, parse_super_users
+from tributary.broker.security.config import SecurityConfig, SecurityConfigError, is_security_key, load_security
 from tributary.broker.txn.config import TxnConfig
 
 
@@ -47,6 +49,7 @@ def parse_host_port(name: str, text: str) -> HostPort:
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     broker_id: int
+    #: The first listener's bind and advertised addresses (all of them: ``security.listeners``).
     listen: HostPort
     data_dir: Path
     zookeeper: str
@@ -99,14 +102,23 @@ class BrokerConfig:
     # for transports sendfile cannot reach).
     sendfile: bool = True
     # The Prometheus endpoint (``metrics.port``): None serves none; 0 binds any free
-    # port (logged). Its host defaults to the listen host.
+    # port (logged). It binds 127.0.0.1 unless ``metrics.host`` says otherwise.
     metrics_port: int | None = None
     metrics_host: str | None = None
     log: LogConfig = field(default_factory=LogConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
     txn: TxnConfig = field(default_factory=TxnConfig)
     authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
+    #: Listeners, TLS, SASL and the inter-broker client (broker/security/config.py); load()
+    #: always sets it, the default (one PLAINTEXT listener) serves tests that build a config.
+    security: SecurityConfig = field(
+        default_factory=lambda: SecurityConfig.plaintext("127.0.0.1", 9092, "127.0.0.1", 9092)
+    )
+    # The settings the file or the flags gave (the others are defaults): DescribeConfigs
+    # reports their source.
+    given: frozenset[str] = frozenset()
 
 
 def _int(name: str, value: Any) -> int:
@@ -190,8 +202,10 @@ def _principals(name: str, value: Any) -> Any:
         raise ConfigError(f"setting '{name}': {exc}") from None
 
 
-# key -> (attribute of BrokerConfig, "log.<attribute>" of LogConfig or "group.<attribute>" of
-# GroupConfig, converter)
+# key -> (attribute of BrokerConfig, "log.<attribute>" of LogConfig, "group.<attribute>" of
+# GroupConfig, "replication.<attribute>" of ReplicationConfig, "cleaner.<attribute>" of
+# CleanerConfig, "txn.<attribute>" of TxnConfig or "authorizer.<attribute>" of AuthorizerConfig,
+# converter)
 _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "id": ("broker_id", _int),
     "listen": ("listen", parse_host_port),
@@ -227,6 +241,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "message.max.bytes": ("log.max_message_bytes", _int),
     "log.segment.bytes": ("log.segment_bytes", _int),
     "log.record.validation": ("log.record_validation", _str),
+    "compression.type": ("log.compression_type", _str),
     "log.max.decompression.ratio": ("log.max_decompression_ratio", _int),
     "log.roll.ms": ("log.segment_ms", _int),
     "log.index.interval.bytes": ("log.index_interval_bytes", _int),
@@ -234,6 +249,18 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "log.flush.interval.ms": ("log.flush_ms", _int),
     "log.retention.ms": ("log.retention_ms", _int),
     "log.retention.bytes": ("log.retention_bytes", _int),
+    "log.cleanup.policy": ("log.cleanup_policy", _str),
+    "log.cleaner.delete.retention.ms": ("log.delete_retention_ms", _int),
+    "log.cleaner.min.cleanable.ratio": ("log.min_cleanable_dirty_ratio", _float),
+    "log.cleaner.min.compaction.lag.ms": ("log.min_compaction_lag_ms", _int),
+    "log.cleaner.max.compaction.lag.ms": ("log.max_compaction_lag_ms", _int),
+    "log.cleaner.enable": ("cleaner.enable", _bool),
+    "log.cleaner.threads": ("cleaner.threads", _int),
+    "log.cleaner.io.max.bytes.per.second": ("cleaner.io_max_bytes_per_second", _float),
+    "log.cleaner.dedupe.buffer.size": ("cleaner.dedupe_buffer_size", _int),
+    "log.cleaner.io.buffer.load.factor": ("cleaner.io_buffer_load_factor", _float),
+    "log.cleaner.backoff.ms": ("cleaner.backoff_ms", _int),
+    "log.cleaner.isolation": ("cleaner.isolation", _str),
     "group.initial.rebalance.delay.ms": ("group.initial_rebalance_delay_ms", _int),
     "group.min.session.timeout.ms": ("group.min_session_timeout_ms", _int),
     "group.max.session.timeout.ms": ("group.max_session_timeout_ms", _int),
@@ -275,7 +302,12 @@ _SETTINGS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "super.users": ("authorizer.super_users", _principals),
     "allow.everyone.if.no.acl.found": ("authorizer.allow_everyone_if_no_acl_found", _bool),
 }
-REQUIRED = ("id", "listen", "data-dir", "zookeeper")
+REQUIRED = ("id", "data-dir", "zookeeper")
+
+
+def known_settings() -> Mapping[str, tuple[str, Callable[[str, Any], Any]]]:
+    """Every setting the broker reads: name -> (where it lands in BrokerConfig, converter)."""
+    return _SETTINGS
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -314,6 +346,8 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
     """Merge the TOML file (if any) and the flags (which win) into a checked config."""
     settings = read_toml(config_file) if config_file is not None else {}
     settings.update({k: v for k, v in flags.items() if v is not None})
+    # Listeners, TLS and SASL keys have their own reader (several are per listener).
+    security_settings = {k: settings.pop(k) for k in [k for k in settings if is_security_key(k)]}
     unknown = sorted(set(settings) - set(_SETTINGS))
     if unknown:
         raise ConfigError(f"unknown setting '{unknown[0]}' (known: {', '.join(sorted(_SETTINGS))})")
@@ -322,7 +356,9 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
             raise ConfigError(f"setting '{name}' is missing (give --{name} or '{name} = ...' in the config file)")
 
     top: dict[str, Any] = {}
-    sections: dict[str, dict[str, Any]] = {"log": {}, "group": {}, "replication": {}, "txn": {}, "authorizer": {}}
+    sections: dict[str, dict[str, Any]] = {
+        "log": {}, "group": {}, "replication": {}, "cleaner": {}, "txn": {}, "authorizer": {}
+    }  # fmt: skip
     for name, value in settings.items():
         attr, convert = _SETTINGS[name]
         section, dot, rest = attr.partition(".")
@@ -338,23 +374,36 @@ def load(flags: Mapping[str, Any], config_file: Path | None = None) -> BrokerCon
     _check_connection_limits(top)
     if not 0 <= top.get("metrics_port", 0) <= 65535:
         raise ConfigError(f"setting 'metrics.port' must be a port number 0-65535, got {top['metrics_port']}")
-    listen: HostPort = top["listen"]
-    if "advertise" not in top:
-        if listen.host in ("0.0.0.0", "::", ""):
-            raise ConfigError("setting 'advertise' is missing: 'listen' binds every address, so clients need a name")
-        top["advertise"] = listen
+    listen: HostPort | None = top.get("listen")
+    advertise: HostPort | None = top.get("advertise")
+    try:
+        security = load_security(
+            security_settings,
+            (listen.host, listen.port) if listen is not None else None,
+            (advertise.host, advertise.port) if advertise is not None else None,
+        )
+    except SecurityConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    first = security.listeners[0]
+    top["listen"] = HostPort(first.bind.host, first.bind.port)
+    top["advertise"] = HostPort(first.advertised.host, first.advertised.port)
+    top["security"] = security
     try:
         group = GroupConfig(**sections["group"])
         replication = ReplicationConfig(**sections["replication"])
+        cleaner = CleanerConfig(**sections["cleaner"])
         txn = TxnConfig(**sections["txn"])
         authorizer = AuthorizerConfig(**sections["authorizer"])
+        log_config = LogConfig(**sections["log"])
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return BrokerConfig(
-        log=LogConfig(**sections["log"]),
+        log=log_config,
         group=group,
         replication=replication,
+        cleaner=cleaner,
         txn=txn,
         authorizer=authorizer,
+        given=frozenset(settings) | frozenset(security_settings),
         **top,
     )

@@ -18,11 +18,19 @@ unbudgeted is that much at most; it stops reading altogether while
 ``MAX_QUEUED_REQUESTS`` requests wait for the handler. Broker-wide, a frame's
 bytes stay counted from its length prefix until its response has been written.
 A connection idle for ``connections.max.idle.ms`` is closed (:mod:`broker.idle`).
+
+On a SASL listener nothing but ApiVersions, SaslHandshake and SaslAuthenticate is served
+until the exchange completes (:mod:`broker.security.sasl`); any other request closes the
+connection, and so does a frame larger than Kafka's ``sasl.server.max.receive.size`` (512 KiB)
+before then, so that an unauthenticated client cannot make the broker buffer much. After a v0
+SaslHandshake the tokens arrive as raw frames and are answered as raw frames. A failed
+authentication marks the connection; its last response is written, then it closes.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
@@ -33,12 +41,18 @@ import trio
 
 from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.dispatch import respond
+from tributary.broker.handlers.sasl_authenticate import authenticate_token
 from tributary.broker.idle import IdleTimer
 from tributary.broker.request_budget import BudgetLease
+from tributary.broker.security.authentication import ConnectionAuthentication
+from tributary.broker.security.listeners import PLAINTEXT
+from tributary.broker.security.mechanisms import AuthenticationFailed
+from tributary.broker.security.sasl import Phase
 from tributary.broker.transport import send_parts
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.framing import FrameDecoder
 from tributary.protocol.headers import decode_request_header
+from tributary.protocol.messages import ApiKey
 
 if TYPE_CHECKING:
     from tributary.broker.state import Broker
@@ -52,6 +66,8 @@ class Response:
 
     parts: list[bytes | Sized]
     after_send: list[Callable[[], None]]
+    #: The connection closes once this response is written (a failed authentication).
+    close_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +78,7 @@ class _Connection:
     peer: str
     budget: BudgetLease
     idle: IdleTimer
+    auth: ConnectionAuthentication
 
 
 # Requests read ahead of the one being handled: bounds memory per connection
@@ -76,9 +93,16 @@ RECEIVE_CHUNK = 256 * 1024
 # before it knows the next frame's length): pipelined small requests still
 # arrive many to a receive, and a connection holds at most this much unbudgeted.
 READ_AHEAD = 64 * 1024
+# Kafka's sasl.server.max.receive.size: the largest frame read before authentication.
+SASL_MAX_RECEIVE_SIZE = 512 * 1024
 
 
-async def serve_connection(broker: Broker, stream: trio.abc.Stream, peer: str) -> None:
+async def serve_connection(
+    broker: Broker, stream: trio.abc.Stream, peer: str, auth: ConnectionAuthentication | None = None
+) -> None:
+    """Serve one accepted connection; ``auth`` is what its listener established so far
+    (default: a PLAINTEXT connection, ``User:ANONYMOUS``)."""
+    auth = auth if auth is not None else ConnectionAuthentication(PLAINTEXT, PLAINTEXT)
     send_requests, receive_requests = trio.open_memory_channel[bytes](MAX_QUEUED_REQUESTS)
     send_responses, receive_responses = trio.open_memory_channel[Response](MAX_QUEUED_RESPONSES)
     budget = BudgetLease(broker.request_budget)
@@ -89,7 +113,7 @@ async def serve_connection(broker: Broker, stream: trio.abc.Stream, peer: str) -
         # The idle timer moves this scope's deadline: when it passes, the connection's
         # tasks are cancelled wherever they wait.
         with trio.CancelScope() as idle_scope:
-            conn = _Connection(broker, peer, budget, IdleTimer(idle_scope, broker.config.connections_max_idle_ms))
+            conn = _Connection(broker, peer, budget, IdleTimer(idle_scope, broker.config.connections_max_idle_ms), auth)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_read_frames, conn, stream, send_requests)
                 nursery.start_soon(_write_responses, conn, stream, receive_responses)
@@ -100,6 +124,9 @@ async def serve_connection(broker: Broker, stream: trio.abc.Stream, peer: str) -
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as group:
         log.debug("connection %s lost: %s", peer, group.exceptions[0])
     except* CloseConnection as group:
+        if auth.authenticated and auth.close_reason is None:
+            # (Closes before authentication completed count as failed authentications.)
+            broker.metrics.connection_closed_invalid()
         log.info("closing connection %s: %s", peer, group.exceptions[0])
     finally:
         # Requests queued but never handled, responses never written, a frame half read.
@@ -118,11 +145,19 @@ async def _read_frames(conn: _Connection, stream: trio.abc.ReceiveStream, send: 
             try:
                 length = decoder.next_length()
             except ProtocolError as exc:
+                if not conn.auth.authenticated:
+                    conn.broker.metrics.authentication_failed(conn.auth.listener, "malformed")
+                    raise CloseConnection(f"{exc} (before SASL authentication)") from None
                 raise CloseConnection(str(exc)) from None
             if length is None:
                 if not await _receive(conn, stream, decoder, READ_AHEAD):
                     return
                 continue
+            if length > SASL_MAX_RECEIVE_SIZE and not conn.auth.authenticated:
+                conn.broker.metrics.authentication_failed(conn.auth.listener, "malformed")
+                raise CloseConnection(
+                    f"frame of {length} bytes before SASL authentication (at most {SASL_MAX_RECEIVE_SIZE})"
+                )
             if not budget.fits(length):
                 raise CloseConnection(
                     f"frame of {length} bytes exceeds queued.max.request.bytes ({budget.capacity}), "
@@ -157,13 +192,36 @@ async def _handle_requests(
     conn: _Connection, receive: trio.MemoryReceiveChannel[bytes], responses: trio.MemorySendChannel[Response]
 ) -> None:
     broker = conn.broker
+    auth = conn.auth
     async with receive, responses:
         async for frame in receive:
+            sasl = auth.sasl
+            if sasl is not None and sasl.raw_tokens and sasl.phase is Phase.AUTHENTICATE:
+                # After a v0 SaslHandshake: a raw token, answered with a raw token.
+                answer = await authenticate_token(broker, auth, sasl, frame, conn.peer)
+                conn.budget.release(len(frame))
+                conn.idle.end()
+                if isinstance(answer, AuthenticationFailed):
+                    raise CloseConnection(auth.close_reason or "authentication failed")
+                await responses.send(Response([struct.pack(">i", len(answer)) + answer], []))
+                continue
             try:
                 envelope = decode_request_header(frame)
             except ProtocolError as exc:
+                if not auth.authenticated:
+                    broker.metrics.authentication_failed(auth.listener, "malformed")
                 raise CloseConnection(f"malformed request header: {exc}") from None
-            ctx = RequestContext(broker, envelope, conn.peer)
+            if not auth.admits(envelope.api_key):
+                broker.metrics.authentication_failed(auth.listener, "illegal_state")
+                raise CloseConnection(
+                    f"{_api_name(envelope.api_key)} on listener {auth.listener} before SASL authentication completed "
+                    "(until then only ApiVersions, SaslHandshake and SaslAuthenticate are served)"
+                    if not auth.authenticated
+                    else f"{_api_name(envelope.api_key)} after SASL authentication completed (no re-authentication)"
+                )
+            ctx = RequestContext(
+                broker, envelope, conn.peer, principal=auth.principal, listener=auth.listener, authentication=auth
+            )
             # The frame's bytes count against the budget until its response is on the wire.
             ctx.after_send.append(partial(conn.budget.release, len(frame)))
             started = time.perf_counter()
@@ -179,7 +237,13 @@ async def _handle_requests(
             if parts is None:
                 _release(ctx.after_send)
             else:
-                await responses.send(Response(parts, ctx.after_send))
+                await responses.send(Response(parts, ctx.after_send, auth.close_reason))
+            if auth.close_reason is not None:
+                # The writer closes the connection once that response is out; whatever the
+                # client sends meanwhile is dropped unread.
+                async for ignored in receive:
+                    conn.budget.release(len(ignored))
+                    conn.idle.end()
 
 
 async def _write_responses(
@@ -204,6 +268,9 @@ async def _write_responses(
                 finally:
                     for response in batch:
                         _release(response.after_send)
+                closing = next((r.close_reason for r in batch if r.close_reason is not None), None)
+                if closing is not None:
+                    raise CloseConnection(closing)
         finally:
             # Responses never sent (the connection died) still hold segment pins.
             while True:
@@ -211,6 +278,13 @@ async def _write_responses(
                     _release(receive.receive_nowait().after_send)
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"API key {api_key}"
 
 
 def _release(callbacks: list[Callable[[], None]]) -> None:

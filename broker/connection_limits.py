@@ -59,28 +59,34 @@ class ConnectionLimits:
 
 
 class RateLimitedLog:
-    """At most one WARNING line per key per ``interval`` seconds of ``clock``."""
+    """At most ``burst`` WARNING lines per key per ``interval`` seconds of ``clock``."""
 
-    __slots__ = ("_clock", "_interval", "_last", "_logger", "_suppressed")
+    __slots__ = ("_burst", "_clock", "_interval", "_logged", "_logger", "_suppressed", "_window")
 
-    def __init__(self, logger: logging.Logger, interval: float, clock: Callable[[], float]) -> None:
+    def __init__(self, logger: logging.Logger, interval: float, clock: Callable[[], float], *, burst: int = 1) -> None:
         self._logger = logger
         self._interval = interval
         self._clock = clock
-        self._last: dict[str, float] = {}
+        self._burst = burst
+        self._window: dict[str, float] = {}
+        self._logged: dict[str, int] = {}
         self._suppressed: dict[str, int] = {}
 
     def note(self, key: str, message: str) -> bool:
-        """Log ``message`` unless a line for ``key`` went out less than ``interval`` ago;
-        returns whether it was logged. A line after a quiet spell says how many it skipped."""
+        """Log ``message`` unless ``burst`` lines for ``key`` went out in the current window of
+        ``interval`` seconds; returns whether it was logged. The first line of a new window
+        says how many were skipped in the last."""
         now = self._clock()
-        last = self._last.get(key)
-        if last is not None and now - last < self._interval:
+        start = self._window.get(key)
+        if start is None or now - start >= self._interval:
+            self._window[key] = now
+            self._logged[key] = 0
+        elif self._logged[key] >= self._burst:
             self._suppressed[key] = self._suppressed.get(key, 0) + 1
             return False
         skipped = self._suppressed.pop(key, 0)
-        self._last[key] = now
-        if skipped and last is not None:
-            message = f"{message} ({skipped} more like it not logged in the last {now - last:.0f} s)"
+        if skipped and start is not None:
+            message = f"{message} ({skipped} more like it not logged in the last {now - start:.0f} s)"
+        self._logged[key] += 1
         self._logger.warning("%s", message)
         return True

@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tributary.broker.security.authentication import ConnectionAuthentication
+from tributary.broker.security.listeners import PLAINTEXT
 from tributary.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from tributary.protocol.acl import CLUSTER_NAME, OPERATIONS_OF, AclOperation, ResourceType
 from tributary.protocol.headers import RequestEnvelope
@@ -26,6 +28,11 @@ class RequestContext:
     peer: str
     # Who sent it: what the connection's authentication established (ANONYMOUS until then).
     principal: KafkaPrincipal = ANONYMOUS
+    # The listener the connection came in on (its name, e.g. "INTERNAL"): Metadata and
+    # FindCoordinator answer with that listener's addresses.
+    listener: str = PLAINTEXT
+    # The connection's authentication state (SaslHandshake and SaslAuthenticate advance it).
+    authentication: ConnectionAuthentication | None = None
     # Run once the response has been sent, or the connection died: releases the
     # log segments a fetch pinned for sendfile.
     after_send: list[Callable[[], None]] = field(default_factory=list)

@@ -19,6 +19,7 @@ from tributary.broker.handlers import (
     add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -27,12 +28,16 @@ from tributary.broker.handlers import (
     create_topics,
     delete_acls,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_acls,
+    describe_cluster,
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
     end_txn,
     fetch,
@@ -52,6 +57,8 @@ from tributary.broker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -119,6 +126,11 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Route[m.OffsetForLeaderEpochRequest, m.OffsetForLeaderEpochResponse](
         offset_for_leader_epoch.handle
     ),
+    ApiKey.DELETE_RECORDS: Route[m.DeleteRecordsRequest, m.DeleteRecordsResponse](delete_records.handle),
+    ApiKey.DESCRIBE_CLUSTER: Route[m.DescribeClusterRequest, m.DescribeClusterResponse](describe_cluster.handle),
+    ApiKey.DESCRIBE_PRODUCERS: Route[m.DescribeProducersRequest, m.DescribeProducersResponse](
+        describe_producers.handle
+    ),
     ApiKey.ADD_PARTITIONS_TO_TXN: Route[m.AddPartitionsToTxnRequest, m.AddPartitionsToTxnResponse](
         add_partitions_to_txn.handle
     ),
@@ -130,6 +142,14 @@ ROUTES: Mapping[ApiKey, Route[Any, Any]] = {
         describe_transactions.handle
     ),
     ApiKey.LIST_TRANSACTIONS: Route[m.ListTransactionsRequest, m.ListTransactionsResponse](list_transactions.handle),
+    ApiKey.SASL_HANDSHAKE: Route[m.SaslHandshakeRequest, m.SaslHandshakeResponse](sasl_handshake.handle),
+    ApiKey.SASL_AUTHENTICATE: Route[m.SaslAuthenticateRequest, m.SaslAuthenticateResponse](sasl_authenticate.handle),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Route[
+        m.DescribeUserScramCredentialsRequest, m.DescribeUserScramCredentialsResponse
+    ](describe_user_scram_credentials.handle),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Route[m.AlterUserScramCredentialsRequest, m.AlterUserScramCredentialsResponse](
+        alter_user_scram_credentials.handle
+    ),
     ApiKey.DESCRIBE_ACLS: Route[m.DescribeAclsRequest, m.DescribeAclsResponse](describe_acls.handle),
     ApiKey.CREATE_ACLS: Route[m.CreateAclsRequest, m.CreateAclsResponse](create_acls.handle),
     ApiKey.DELETE_ACLS: Route[m.DeleteAclsRequest, m.DeleteAclsResponse](delete_acls.handle),

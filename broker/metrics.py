@@ -71,6 +71,12 @@ class BrokerMetrics:
         # Refused at once by max.connections / max.connections.per.ip, by Refusal value.
         self.connections_refused: dict[str, int] = {}
         self.connections_closed_idle = 0
+        # Closed by the broker for a request it cannot serve (malformed, unsupported, too large).
+        self.connections_closed_invalid = 0
+        # Authentications by (listener, mechanism or "SSL"); failures by (listener, reason):
+        # Kafka's successful-authentication-total / failed-authentication-total.
+        self.authentications: dict[tuple[str, str], int] = {}
+        self.authentication_failures: dict[tuple[str, str], int] = {}
         # ISR changes this broker wrote as a leader (Kafka's IsrShrinksPerSec / IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -110,6 +116,17 @@ class BrokerMetrics:
 
     def connection_idle_closed(self) -> None:
         self.connections_closed_idle += 1
+
+    def connection_closed_invalid(self) -> None:
+        self.connections_closed_invalid += 1
+
+    def authenticated(self, listener: str, mechanism: str) -> None:
+        key = (listener, mechanism)
+        self.authentications[key] = self.authentications.get(key, 0) + 1
+
+    def authentication_failed(self, listener: str, reason: str) -> None:
+        key = (listener, reason)
+        self.authentication_failures[key] = self.authentication_failures.get(key, 0) + 1
 
     def isr_changed(self, topic: str, partition: int, shrunk: bool) -> None:
         if shrunk:
@@ -189,11 +206,36 @@ class BrokerMetrics:
             self.connections_closed_idle,
         )
         yield CounterMetricFamily(
-            "tributary_broker_isr_shrinks", "ISR shrinks written by this broker as leader (IsrShrinksPerSec)",
+            "tributary_broker_connections_closed_invalid",
+            "Client connections the broker closed for a request it cannot serve: malformed, an unknown API or "
+            "version, a frame too large (a TLS client on a plaintext port is one)",
+            self.connections_closed_invalid,
+        )
+        succeeded = CounterMetricFamily(
+            "tributary_broker_successful_authentication",
+            "Connections that authenticated (SASL, or a TLS client certificate), by listener and mechanism",
+            labels=["listener", "mechanism"],
+        )
+        for (listener, mechanism), count in sorted(self.authentications.items()):
+            succeeded.add_metric([listener, mechanism], count)
+        yield succeeded
+        failed = CounterMetricFamily(
+            "tributary_broker_failed_authentication",
+            "Connections closed for failing authentication, by listener and reason (bad_credentials, "
+            "unsupported_mechanism, malformed, illegal_state, tls_handshake, principal_mapping)",
+            labels=["listener", "reason"],
+        )
+        for (listener, reason), count in sorted(self.authentication_failures.items()):
+            failed.add_metric([listener, reason], count)
+        yield failed
+        yield CounterMetricFamily(
+            "tributary_broker_isr_shrinks",
+            "ISR shrinks written by this broker as leader (IsrShrinksPerSec)",
             self.isr_shrinks,
         )
         yield CounterMetricFamily(
-            "tributary_broker_isr_expands", "ISR expansions written by this broker as leader (IsrExpandsPerSec)",
+            "tributary_broker_isr_expands",
+            "ISR expansions written by this broker as leader (IsrExpandsPerSec)",
             self.isr_expands,
         )
 

@@ -204,6 +204,36 @@ class Partition:
                 self._hw_waiters.discard(event)
         return False
 
+    def low_watermark(self, live: frozenset[int]) -> int:
+        """DeleteRecords' answer: the smallest log start offset among this leader and its live
+        followers (this log's own on a partition without followers)."""
+        state = self.leader_state
+        start = self.log.log_start_offset
+        return start if state is None else state.low_watermark(start, live)
+
+    async def wait_for_low_watermark(self, offset: int, deadline: float, live: Callable[[], frozenset[int]]) -> bool:
+        """Wait until every live replica's log starts at `offset` or later (followers learn the
+        leader's log start from their next fetch) while this broker leads in the same epoch;
+        False on timeout or when leadership moved."""
+        epoch = self.leader_epoch
+        while self.leader_state is not None and self.leader_epoch == epoch and not self.log.closed:
+            if self.low_watermark(live()) >= offset:
+                return True
+            event = trio.Event()
+            self._hw_waiters.add(event)
+            try:
+                with trio.move_on_at(deadline) as scope:
+                    await event.wait()
+                if scope.cancelled_caught:
+                    return False
+            finally:
+                self._hw_waiters.discard(event)
+        return False
+
+    def wake_replica_waiters(self) -> None:
+        """A follower's progress changed: whoever waits on the replicas looks again."""
+        self._wake_hw_waiters()
+
     def _wake_hw_waiters(self) -> None:
         waiters, self._hw_waiters = self._hw_waiters, set()
         for event in waiters:

@@ -22,12 +22,16 @@ from tributary.broker.config import BrokerConfig
 from tributary.broker.connection import serve_connection
 from tributary.broker.connection_limits import ConnectionLimits, RateLimitedLog, Refusal
 from tributary.broker.dispatch import advertised_versions
+from tributary.broker.log.cleaner.metrics import CleanerCollector
+from tributary.broker.log.cleaner.service import LogCleaner
 from tributary.broker.log.errors import StorageError
 from tributary.broker.log.manager import LogManager
 from tributary.broker.log.scrubber import Scrubber
 from tributary.broker.metrics import BrokerMetrics
 from tributary.broker.metrics_http import open_metrics_listeners, serve_metrics
 from tributary.broker.metrics_state import BrokerStateCollector
+from tributary.broker.security.config import ListenerConfig
+from tributary.broker.security.handshake import secure_connection
 from tributary.broker.state import Broker
 
 log = logging.getLogger(__name__)
@@ -35,6 +39,8 @@ log = logging.getLogger(__name__)
 #: A refused connection is logged at most once this often per reason: a flood of
 #: them must not become a flood of log lines.
 REFUSAL_LOG_INTERVAL = 10.0
+#: Where the Prometheus endpoint binds unless ``metrics.host`` says otherwise.
+DEFAULT_METRICS_HOST = "127.0.0.1"
 
 
 def _now_ms() -> int:
@@ -65,6 +71,7 @@ async def _flush_scheduler(broker: Broker) -> None:
         try:
             broker.logs.checkpoint_recovery_points()
             broker.logs.checkpoint_high_watermarks()
+            broker.logs.checkpoint_log_start_offsets()
         except OSError as exc:
             if not checkpoint_failed:
                 log.warning("cannot write the recovery point or high watermark checkpoints (tried each flush): %s", exc)
@@ -115,7 +122,11 @@ def _peer(stream: trio.SocketStream) -> tuple[str, str]:
 
 
 async def _accept(
-    broker: Broker, limits: ConnectionLimits, refusals: RateLimitedLog, stream: trio.SocketStream
+    broker: Broker,
+    limits: ConnectionLimits,
+    refusals: RateLimitedLog,
+    listener: ListenerConfig,
+    stream: trio.SocketStream,
 ) -> None:
     ip, peer = _peer(stream)
     refusal = limits.admit(ip)
@@ -133,7 +144,11 @@ async def _accept(
         return
     broker.metrics.connection_opened()
     try:
-        await serve_connection(broker, stream, peer)
+        secured = await secure_connection(
+            listener, stream, peer, lookup=broker.credentials.lookup, metrics=broker.metrics, auth_log=broker.auth_log
+        )
+        if secured is not None:
+            await serve_connection(broker, secured[0], peer, secured[1])
     except Exception:
         # A bug in one request's handling must not take the broker down.
         log.exception("connection %s failed", peer)
@@ -172,9 +187,15 @@ async def start_services(broker: Broker, nursery: trio.Nursery) -> None:
     await nursery.start(broker.transactions.follow_leadership, broker.registry)
     # The ACLs, loaded before the first request is served (a no-op without an authorizer).
     await nursery.start(broker.authorizer.run)
+    # The SCRAM credentials likewise: a client's first SASL login finds its user.
+    await nursery.start(broker.credentials.run, broker.registry.zk_session)
     nursery.start_soon(_flush_scheduler, broker)
     nursery.start_soon(_retention_scheduler, broker)
     nursery.start_soon(_scrub_scheduler, broker)
+    # Compaction, off the event loop (docs/compaction.md).
+    cleaner = LogCleaner(broker.logs, broker.config.cleaner)
+    broker.metrics.registry.register(CleanerCollector(cleaner))
+    await nursery.start(cleaner.run)
 
 
 async def run(
@@ -184,15 +205,25 @@ async def run(
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled, or until `stop` is set: then shut down in a controlled way
-    (leadership handed over first, see `controlled.shutdown.enable`) and return."""
+    (leadership handed over first, see `controlled.shutdown.enable`) and return. Started with
+    every listener's sockets, in the order of ``listeners``."""
     max_open = None if config.max_open_logs < 0 else max(1, config.max_open_logs)
     logs = await trio.to_thread.run_sync(partial(LogManager, config.data_dir, config.log, max_open=max_open))
     metrics = BrokerMetrics()
     logs.on_flush = metrics.flushed
     try:
+        security = config.security
+        inter_broker = security.listener(security.inter_broker.listener).advertised
         registry = ClusterRegistry(
             config.zookeeper,
-            BrokerInfo(config.broker_id, config.advertise.host, config.advertise.port, config.datacenter, config.rack),
+            BrokerInfo(
+                config.broker_id,
+                inter_broker.host,
+                inter_broker.port,
+                config.datacenter,
+                config.rack,
+                endpoints=security.advertised,
+            ),
             session_timeout=config.zookeeper_session_timeout_ms / 1000,
             balance=LeaderBalance(
                 config.auto_leader_rebalance,
@@ -202,13 +233,21 @@ async def run(
         )
         # Bind before registering: a broker that cannot listen (address in use)
         # must never appear in the cluster's metadata.
-        try:
-            listeners = await trio.open_tcp_listeners(config.listen.port, host=config.listen.host)
-        except OSError as exc:
-            raise OSError(exc.errno, f"cannot listen on {config.listen} (setting 'listen'): {exc.strerror}") from exc
+        bound: list[tuple[ListenerConfig, list[trio.SocketListener]]] = []
+        for listener in security.listeners:
+            bind = listener.bind
+            try:
+                bound.append((listener, await trio.open_tcp_listeners(bind.port, host=bind.host or None)))
+            except OSError as exc:
+                for _, sockets in bound:
+                    for sock in sockets:
+                        await sock.aclose()
+                setting = "listen" if security.from_listen_flag else "listeners"
+                where = f"(setting '{setting}', listener {bind.name})"
+                raise OSError(exc.errno, f"cannot listen on {bind.address} {where}: {exc.strerror}") from exc
         metrics_listeners = None
         if config.metrics_port is not None:
-            metrics_host = config.metrics_host or config.listen.host
+            metrics_host = config.metrics_host or DEFAULT_METRICS_HOST
             metrics_listeners = await open_metrics_listeners(metrics_host, config.metrics_port)
         async with trio.open_nursery() as nursery:
             await nursery.start(registry.run)
@@ -221,18 +260,20 @@ async def run(
             await start_services(broker, nursery)
             limits = ConnectionLimits(config.max_connections, config.max_connections_per_ip)
             refusals = RateLimitedLog(log, REFUSAL_LOG_INTERVAL, trio.current_time)
-            await nursery.start(trio.serve_listeners, partial(_accept, broker, limits, refusals), listeners)
+            for listener, sockets in bound:
+                await nursery.start(trio.serve_listeners, partial(_accept, broker, limits, refusals, listener), sockets)
             log.info(
-                "broker %d listening on %s (advertised %s), datacenter %s, data in %s",
+                "broker %d listening on %s (advertised %s; inter-broker %s), datacenter %s, data in %s",
                 config.broker_id,
-                config.listen,
-                config.advertise,
+                ", ".join(str(listener.bind) for listener in security.listeners),
+                ", ".join(str(endpoint) for endpoint in security.advertised),
+                security.inter_broker.listener,
                 config.datacenter,
                 config.data_dir,
             )
             if stop is not None:
                 nursery.start_soon(_stop_when_asked, broker, stop, nursery.cancel_scope)
-            task_status.started(listeners)
+            task_status.started([sock for _, sockets in bound for sock in sockets])
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(logs.close)

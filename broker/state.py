@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import re
+
+import trio
 
 from tributary.broker.auto_create import AutoCreatePolicy
 from tributary.broker.cluster.model import ClusterSnapshot
 from tributary.broker.cluster.registry import ClusterRegistry
 from tributary.broker.config import BrokerConfig
+from tributary.broker.connection_limits import RateLimitedLog
 from tributary.broker.group.coordinator import GroupCoordinator
 from tributary.broker.group.offsets_topic import OffsetsTopic
 from tributary.broker.group.service import GroupService
@@ -18,6 +22,7 @@ from tributary.broker.partitions import Partition, PartitionManager
 from tributary.broker.replication.manager import ReplicaManager
 from tributary.broker.request_budget import RequestBudget
 from tributary.broker.security.acl_authorizer import AclAuthorizer
+from tributary.broker.security.credentials import CredentialCache
 from tributary.broker.txn.coordinator import TransactionCoordinator
 from tributary.broker.txn.markers import Marker, MarkerSender, write_markers
 from tributary.broker.txn.messages import TopicPartition
@@ -26,6 +31,11 @@ from tributary.broker.txn.storage import TxnLogStorage
 from tributary.broker.txn.topic import TransactionStateTopic
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import ApiVersionsResponse
+
+#: At most AUTH_LOG_BURST log lines per listener and failure reason every AUTH_LOG_INTERVAL
+#: seconds (the metric counts them all).
+AUTH_LOG_INTERVAL = 10.0
+AUTH_LOG_BURST = 20
 
 
 class ProducerIds:
@@ -67,7 +77,12 @@ class Broker:
             durable=self._request_flush if fsync else None,
         )
         self.replicas = ReplicaManager(
-            config.broker_id, self.partitions, registry, config.replication, self.metrics.isr_changed
+            config.broker_id,
+            self.partitions,
+            registry,
+            config.replication,
+            self.metrics.isr_changed,
+            inter_broker=config.security.inter_broker,
         )
         self.producer_ids = ProducerIds(registry)
         self.groups = GroupService(
@@ -89,6 +104,7 @@ class Broker:
             abandoned=self.transactions.markers_abandoned,
             timeout_s=txn.write_timeout_ms / 1000,
             backoff_s=txn.marker_retry_backoff_ms / 1000,
+            inter_broker=config.security.inter_broker,
         )
         self.transaction_topic = TransactionStateTopic(registry, txn)
         self.auto_create = AutoCreatePolicy(
@@ -100,6 +116,13 @@ class Broker:
         self.api_versions = api_versions
         # Request bytes read but not yet answered, shared by every connection.
         self.request_budget = RequestBudget(config.queued_max_request_bytes)
+        # Users' SCRAM credentials, followed in ZooKeeper (the server starts it).
+        self.credentials = CredentialCache()
+        # Failed authentications are logged, at most AUTH_LOG_BURST lines per listener and
+        # reason every AUTH_LOG_INTERVAL seconds: a password-guessing client must not flood the log.
+        self.auth_log = RateLimitedLog(
+            logging.getLogger("tributary.broker.security"), AUTH_LOG_INTERVAL, trio.current_time, burst=AUTH_LOG_BURST
+        )
         # What every handler asks before it acts; ACLs in ZooKeeper when authorizer.class.name is set.
         self.authorizer = AclAuthorizer(
             config.authorizer,

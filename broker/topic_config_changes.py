@@ -53,13 +53,22 @@ def replace_all(entries: Sequence[tuple[str, str | None]]) -> Change:
     return lambda _current: wanted
 
 
-def incremental(entries: Sequence[tuple[str, int, str | None]]) -> Change:
-    """IncrementalAlterConfigs: SET and DELETE per key. APPEND and SUBTRACT act on list
-    configs, and the only one (cleanup.policy) accepts a single value here."""
+#: Topic configs whose value is a comma-separated list: APPEND and SUBTRACT act on them.
+LIST_CONFIGS = frozenset({"cleanup.policy"})
+
+
+def _items(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def incremental(entries: Sequence[tuple[str, int, str | None]], defaults: Mapping[str, str] | None = None) -> Change:
+    """IncrementalAlterConfigs: SET and DELETE per key; APPEND and SUBTRACT add items to or
+    remove them from a list config (``cleanup.policy``), starting, as Kafka does, from the
+    topic's value or else the broker's default (``defaults``)."""
     for name, operation, _ in entries:
-        if operation in (APPEND, SUBTRACT):
-            raise Refused(ErrorCode.INVALID_CONFIG, f"{name}: APPEND and SUBTRACT are not supported")
-        if operation not in (SET, DELETE):
+        if operation in (APPEND, SUBTRACT) and name not in LIST_CONFIGS:
+            raise Refused(ErrorCode.INVALID_CONFIG, f"{name}: APPEND and SUBTRACT apply to list configs only")
+        if operation not in (SET, DELETE, APPEND, SUBTRACT):
             raise Refused(ErrorCode.INVALID_REQUEST, f"{name}: unknown config operation {operation}")
     if len({name for name, _, _ in entries}) != len(entries):
         raise Refused(ErrorCode.INVALID_REQUEST, "a config is named twice")
@@ -67,7 +76,15 @@ def incremental(entries: Sequence[tuple[str, int, str | None]]) -> Change:
     def change(current: Mapping[str, str]) -> Mapping[str, str]:
         result = dict(current)
         for name, operation, value in entries:
-            if operation == DELETE or value is None:
+            if operation in (APPEND, SUBTRACT):
+                items = _items(result.get(name, (defaults or {}).get(name)))
+                for item in _items(value):
+                    if operation == APPEND and item not in items:
+                        items.append(item)
+                    elif operation == SUBTRACT and item in items:
+                        items.remove(item)
+                result[name] = ",".join(items)  # an empty list is then refused as a value
+            elif operation == DELETE or value is None:
                 result.pop(name, None)
             else:
                 result[name] = value

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tributary.broker.log.config import LogConfig
+from tributary.broker.log.config import COMPRESSION_TYPES, LogConfig
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
@@ -26,10 +26,16 @@ TOPIC_CONFIGS = frozenset(
         "flush.ms",
         "max.message.bytes",
         "cleanup.policy",
+        "delete.retention.ms",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
+        "max.compaction.lag.ms",
         "compression.type",
         "message.timestamp.type",
     }
 )
+_STRING_CONFIGS = frozenset({"cleanup.policy", "compression.type", "message.timestamp.type"})
+_DOUBLE_CONFIGS = frozenset({"min.cleanable.dirty.ratio"})
 
 
 def topic_name_error(name: str) -> str | None:
@@ -58,13 +64,16 @@ def colliding_topics(name: str, existing: Iterable[str]) -> list[str]:
 def _value_error(key: str, value: str | None) -> str | None:
     if key not in TOPIC_CONFIGS:
         return f"unknown or unsupported topic config {key!r}"
-    if key == "cleanup.policy" and value not in (None, "delete"):
-        return "cleanup.policy must be 'delete': compaction is not supported"
-    if key == "compression.type" and value not in (None, "producer"):
-        return "compression.type must be 'producer': the broker never recompresses"
+    if key == "compression.type" and value is not None and value not in COMPRESSION_TYPES:
+        return f"compression.type must be one of {', '.join(COMPRESSION_TYPES)}, got {value!r}"
     if key == "message.timestamp.type" and value not in (None, "CreateTime"):
         return "message.timestamp.type must be 'CreateTime'"
-    if key not in ("cleanup.policy", "compression.type", "message.timestamp.type"):
+    if key in _DOUBLE_CONFIGS:
+        try:
+            float(value or "")
+        except ValueError:
+            return f"topic config {key!r} must be a number, got {value!r}"
+    elif key not in _STRING_CONFIGS:
         try:
             int(value or "")
         except ValueError:
@@ -89,6 +98,7 @@ def topic_config_error(configs: Mapping[str, str | None]) -> str | None:
 CONFIG_TYPE_STRING = 2
 CONFIG_TYPE_INT = 3
 CONFIG_TYPE_LONG = 5
+CONFIG_TYPE_DOUBLE = 6
 CONFIG_TYPE_LIST = 7
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
@@ -107,6 +117,10 @@ BROKER_SYNONYMS: Mapping[str, str] = {
     "flush.ms": "log.flush.interval.ms",
     "max.message.bytes": "message.max.bytes",
     "cleanup.policy": "log.cleanup.policy",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "compression.type": "compression.type",
     "message.timestamp.type": "log.message.timestamp.type",
 }
@@ -129,15 +143,20 @@ class ConfigEntry:
 def config_type(name: str) -> int:
     if name == "cleanup.policy":
         return CONFIG_TYPE_LIST
-    if name in ("compression.type", "message.timestamp.type"):
+    if name in _STRING_CONFIGS:
         return CONFIG_TYPE_STRING
+    if name in _DOUBLE_CONFIGS:
+        return CONFIG_TYPE_DOUBLE
     return CONFIG_TYPE_INT if name in _INT_CONFIGS else CONFIG_TYPE_LONG
 
 
 def _effective_defaults(broker_defaults: LogConfig) -> dict[str, str]:
-    values = {name: value for name, value in broker_defaults.to_kafka().items() if name in TOPIC_CONFIGS}
-    values["compression.type"] = "producer"
-    return values
+    return {name: value for name, value in broker_defaults.to_kafka().items() if name in TOPIC_CONFIGS}
+
+
+def topic_defaults(broker_defaults: LogConfig) -> dict[str, str]:
+    """Every topic config's value for a topic that does not set it."""
+    return _effective_defaults(broker_defaults)
 
 
 def describe_topic_config(overrides: Mapping[str, str], broker_defaults: LogConfig) -> list[ConfigEntry]:

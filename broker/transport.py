@@ -2,8 +2,19 @@
 
 A fetch response's records are file regions of log segments. On a plain TCP
 socket they go out with ``os.sendfile`` (no copy through Python); on any other
-stream (TLS later, memory streams in tests) they are read with ``os.pread``
-and sent, so the connection loop does not care which stream it has.
+stream (TLS, memory streams in tests) they are read and sent, so the connection
+loop does not care which stream it has.
+
+Over TLS the bytes must pass through user space to be encrypted (trio's
+SSLStream encrypts into a memory BIO; kernel TLS cannot reach it), so the
+fallback makes the fewest copies Python allows: ``os.preadv`` reads each chunk
+straight into a reused buffer (no new bytes object per chunk), and a memoryview
+of it goes to ``send_all``, which encrypts from it. The buffers come from a
+small free list shared by every connection: a fetch holds one only while it
+sends. Measured, this saves no CPU worth the name against a new bytes object
+per chunk (the encryption and trio's copy out of its BIO are the cost, ten
+times sendfile's per GB); it keeps the heap from churning. docs/benchmarks.md
+has the figures.
 """
 
 from __future__ import annotations
@@ -14,9 +25,23 @@ from typing import Protocol
 
 import trio
 
-# Bytes per pread on the fallback path: large enough to amortise the syscalls,
-# small enough not to bloat the heap with one huge fetch.
-FALLBACK_CHUNK = 1024 * 1024
+# Bytes per read on the fallback path: large enough to amortise the syscalls (64 KiB cost a
+# third more CPU per GB over TLS than 256 KiB), small enough that a TLS fetch in flight holds
+# little: trio's SSLStream copies each encrypted chunk out of its memory BIO into a new bytes
+# object of about this size. 256 KiB and 1 MiB measured alike (bench/bench_tls.py, "send").
+FALLBACK_CHUNK = 256 * 1024
+# Free buffers kept for the fallback path (more in use at once are made and dropped).
+_POOL_SIZE = 8
+_pool: list[bytearray] = []
+
+
+def _take_buffer() -> bytearray:
+    return _pool.pop() if _pool else bytearray(FALLBACK_CHUNK)
+
+
+def _give_back(buffer: bytearray) -> None:
+    if len(_pool) < _POOL_SIZE:
+        _pool.append(buffer)
 
 
 class FileRegion(Protocol):
@@ -104,11 +129,19 @@ async def _sendfile(stream: trio.SocketStream, region: FileRegion, progress: Cal
 
 async def _read_and_send(stream: trio.abc.SendStream, region: FileRegion, progress: Callable[[], None]) -> None:
     offset, remaining = region.position, region.size
-    while remaining:
-        chunk = os.pread(region.fd, min(remaining, FALLBACK_CHUNK), offset)
-        if not chunk:
-            raise trio.BrokenResourceError(f"segment ended {remaining} bytes early at position {offset}")
-        await stream.send_all(chunk)
-        progress()
-        offset += len(chunk)
-        remaining -= len(chunk)
+    buffer = _take_buffer()
+    view = memoryview(buffer)
+    try:
+        while remaining:
+            read = os.preadv(region.fd, [view[: min(remaining, FALLBACK_CHUNK)]], offset)
+            if not read:
+                raise trio.BrokenResourceError(f"segment ended {remaining} bytes early at position {offset}")
+            # send_all has consumed (encrypted, or copied) the bytes when it returns: the
+            # buffer is free for the next chunk.
+            await stream.send_all(view[:read])
+            progress()
+            offset += read
+            remaining -= read
+    finally:
+        view.release()
+        _give_back(buffer)

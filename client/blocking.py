@@ -10,7 +10,8 @@ needs with one blocking socket per broker and one request at a time:
   (a batch may start before ``start`` or run past ``end``; those records are dropped).
 
 It speaks the same protocol package, negotiates versions the same way
-(``versions.py``) and raises the same errors (``errors.py``) as the Trio
+(``versions.py``), logs in the same way over TLS and SASL (``security/``, the
+config's ``security``) and raises the same errors (``errors.py``) as the Trio
 client. Every socket operation is bounded by ``request_timeout``; a leader
 change or a lost connection refreshes the metadata and retries, with backoff,
 for up to ``retry_timeout`` (long enough for a failover: a dead leader is
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
@@ -52,6 +54,7 @@ from tributary.client.raw.batches import (
     parse_fetch_response,
     parse_list_offsets_response,
 )
+from tributary.client.security.login import sasl_login
 from tributary.client.wire.metadata import ClusterMetadata, TopicPartition
 from tributary.client.wire.versions import (
     FIRST_API_VERSIONS_VERSION,
@@ -93,9 +96,27 @@ def _open_socket(host: str, port: int, config: ClientConfig, who: int | str) -> 
             sock.close()
             errors.append(str(exc.strerror or exc))
             continue
+        if config.security.tls:
+            return _tls(sock, host, port, config, who)
         return sock
     raise KafkaConnectionError(
         f"cannot connect to broker {who} ({host}:{port}): {'; '.join(errors) or 'no address'}", broker=who
+    )
+
+
+def _tls(sock: socket.socket, host: str, port: int, config: ClientConfig, who: int | str) -> socket.socket:
+    """The TLS handshake on a connected socket (bounded by the connect timeout)."""
+    try:
+        return config.security.ssl_context().wrap_socket(sock, server_hostname=host)
+    except ssl.SSLCertVerificationError as exc:
+        reason = exc.verify_message or str(exc)
+    except ssl.SSLError as exc:
+        reason = exc.reason or str(exc)
+    except OSError as exc:
+        reason = str(exc.strerror or exc) or "the broker closed the connection"
+    sock.close()
+    raise KafkaConnectionError(
+        f"cannot connect to broker {who} ({host}:{port}): TLS handshake failed: {reason}", broker=who
     )
 
 
@@ -111,6 +132,8 @@ class BlockingConnection:
         self._correlation_id = 0
         try:
             self.versions = self._negotiate()
+            if self.config.security.sasl:
+                self._login()
         except BaseException:
             self.close()
             raise
@@ -193,6 +216,18 @@ class BlockingConnection:
                 continue
             return BrokerApiVersions.from_response(response, self.broker, version)
         raise KafkaProtocolError(f"broker {self.broker} refused ApiVersions twice", broker=self.broker)
+
+    def _login(self) -> None:
+        """The SASL exchange (client/security/login.py), as the Trio connection runs it."""
+        login = sasl_login(self.config.security, self.versions, self.broker)
+        step = next(login)
+        while True:
+            request, version = step
+            response = self.request(request, version=version, timeout=self.config.connect_timeout)
+            try:
+                step = login.send(response)
+            except StopIteration:
+                return
 
     def request(self, body: Declared, *, version: int | None = None, timeout: float | None = None) -> Any:
         """Send ``body`` at the highest common version (or ``version``); the decoded response."""

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tributary.client.security.settings import PLAINTEXT, SecurityConfig
 from tributary.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 #: What the client tells brokers it is (ApiVersions v3+ ``client_software_*``).
@@ -51,6 +52,8 @@ class ClientConfig:
     metadata_max_age: float = 300.0
     #: ``default.api.timeout.ms``: how long admin operations keep retrying.
     api_timeout: float = 60.0
+    #: ``security.protocol``, ``sasl.*``, ``ssl.*``: TLS and SASL (client/security/settings.py).
+    security: SecurityConfig = PLAINTEXT
 
     def __post_init__(self) -> None:
         if self.max_in_flight < 1:

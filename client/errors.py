@@ -199,6 +199,18 @@ class TopicAuthorizationFailedError(BrokerResponseError, code=ErrorCode.TOPIC_AU
     pass
 
 
+class SaslAuthenticationFailedError(BrokerResponseError, code=ErrorCode.SASL_AUTHENTICATION_FAILED):
+    """Wrong credentials, an unknown user, or a broker that could not prove it knows them."""
+
+
+class UnsupportedSaslMechanismError(BrokerResponseError, code=ErrorCode.UNSUPPORTED_SASL_MECHANISM):
+    """The listener does not offer the configured sasl.mechanism."""
+
+
+class IllegalSaslStateError(BrokerResponseError, code=ErrorCode.ILLEGAL_SASL_STATE):
+    pass
+
+
 class TopicAlreadyExistsError(BrokerResponseError, code=ErrorCode.TOPIC_ALREADY_EXISTS):
     pass
 
@@ -435,6 +447,9 @@ __all__ = [
     "RequestTimedOutError",
     "TopicAlreadyExistsError",
     "TopicAuthorizationFailedError",
+    "SaslAuthenticationFailedError",
+    "UnsupportedSaslMechanismError",
+    "IllegalSaslStateError",
     "UnknownMemberIdError",
     "UnknownProducerIdError",
     "UnknownServerError",

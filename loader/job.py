@@ -23,7 +23,9 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 
 from tributary.client.blocking import BlockingFetcher
+from tributary.client.config import ClientConfig
 from tributary.client.errors import KafkaError
+from tributary.client.security.settings import PLAINTEXT, SecurityConfig
 from tributary.loader import hooks
 from tributary.loader.errors import LoadError
 from tributary.loader.hadoop import FileExists, HadoopFS
@@ -51,9 +53,9 @@ def _since(started: float) -> float:
     return time.monotonic() - started
 
 
-def open_fetcher(bootstrap: str) -> BlockingFetcher:
+def open_fetcher(bootstrap: str, security: SecurityConfig = PLAINTEXT) -> BlockingFetcher:
     try:
-        return BlockingFetcher(bootstrap)
+        return BlockingFetcher(bootstrap, ClientConfig(security=security))
     except ValueError as exc:
         raise LoadError(f"setting 'bootstrap': {exc}") from None
     except KafkaError as exc:
@@ -147,7 +149,10 @@ class Loader:
             if plan.ranges:
                 started = time.monotonic()
                 writer = resolve_writer(self.options.writer, self.options.output)
-                staged = write_staging(self.spark, plan, self.options.bootstrap, staging, self.fs, writer=writer)
+                staged = write_staging(
+                    self.spark, plan, self.options.bootstrap, staging, self.fs,
+                    writer=writer, security=self.options.security,
+                )  # fmt: skip
                 log.info(
                     "run %s: %d ranges read and staged in %.1f s (%s writer)",
                     plan.run, len(plan.ranges), _since(started), writer,
@@ -228,7 +233,7 @@ def load(options: LoadOptions, summary: Summary, spark: SparkSession | None = No
     started = time.monotonic()
     os.environ[hooks.DRIVER_PID_ENV] = str(os.getpid())
     try:
-        with open_fetcher(options.bootstrap) as fetcher:
+        with open_fetcher(options.bootstrap, options.security) as fetcher:
             # Cheap checks first: a bad bootstrap or an empty match fails before Spark starts.
             matching_topics(fetcher, options.topic_pattern)
             started = time.monotonic()

@@ -52,17 +52,26 @@ class Holder:
     acquired_at: float
 
     def to_json(self) -> bytes:
-        fields = {"id": self.id, "host": self.host, "pid": self.pid, "started": self.started,
-                  "acquired_at": self.acquired_at}
+        fields = {
+            "id": self.id,
+            "host": self.host,
+            "pid": self.pid,
+            "started": self.started,
+            "acquired_at": self.acquired_at,
+        }
         return (json.dumps(fields, sort_keys=True) + "\n").encode()
 
     @staticmethod
     def from_json(data: bytes) -> Holder | None:
         try:
             fields: dict[str, Any] = json.loads(data)
-            return Holder(str(fields["id"]), str(fields["host"]), int(fields["pid"]),
-                          None if fields.get("started") is None else int(fields["started"]),
-                          float(fields["acquired_at"]))
+            return Holder(
+                str(fields["id"]),
+                str(fields["host"]),
+                int(fields["pid"]),
+                None if fields.get("started") is None else int(fields["started"]),
+                float(fields["acquired_at"]),
+            )
         except (ValueError, KeyError, TypeError):
             return None  # cut short by a crash between create and close: nobody's
 

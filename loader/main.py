@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         "metrics-file": args.metrics_file,
         "lease-timeout": args.lease_timeout,
         "writer": args.writer,
+        "command-config": args.command_config,
     }
     try:
         options = load_options(flags, args.config)

@@ -4,6 +4,11 @@ Every flag is also a key of the TOML file, spelled like the flag without its
 dashes (``max-records-per-task = 500000``; ``max_records_per_task`` is read the
 same). A flag given on the command line wins over the file. Bad settings stop
 the run before Spark starts, with one line naming the setting.
+
+The aggregate cluster's security (TLS, SASL) takes Kafka's client names: a ``[security]``
+table in the file, or ``--command-config FILE`` (a properties file, as Kafka's tools take;
+TOML when it ends in ``.toml``), which wins. The settings travel to the Spark executors with
+each task (certificate and key files must be readable at the same paths there).
 """
 
 from __future__ import annotations
@@ -17,6 +22,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from tributary.client.security.settings import (
+    PLAINTEXT,
+    SecurityConfig,
+    SecuritySettingsError,
+    load_command_config,
+    security_from_settings,
+)
 from tributary.loader.errors import LoadError
 
 DEFAULT_MASTER = "local[*]"
@@ -43,6 +55,8 @@ class LoadOptions:
     metrics_file: Path | None = None
     lease_timeout: float = DEFAULT_LEASE_TIMEOUT_S
     writer: str = "auto"
+    #: TLS and SASL to the aggregate cluster ([security] or --command-config).
+    security: SecurityConfig = PLAINTEXT
 
     @property
     def topic_pattern(self) -> re.Pattern[str]:
@@ -94,6 +108,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", metavar="FILE.toml", type=Path, help="TOML file with any of these settings")
     parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        type=Path,
+        help="the aggregate cluster's security settings (security.protocol, sasl.*, ssl.*) in a properties file "
+        "(TOML when it ends in .toml); replaces [security] of --config",
+    )
+    parser.add_argument(
         "--package",
         metavar="FILE.zip",
         type=Path,
@@ -113,6 +134,7 @@ _KEYS = (
     "metrics-file",
     "lease-timeout",
     "writer",
+    "command-config",
 )
 
 
@@ -126,12 +148,44 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise LoadError(f"setting 'config': cannot read {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise LoadError(f"setting 'config': {path} is not valid TOML: {exc}") from None
+    security = table.pop("security", None)
     settings = {key.replace("_", "-"): value for key, value in table.items()}
+    if security is not None:
+        if not isinstance(security, dict):
+            raise LoadError("setting 'security' must be a table ([security]) of Kafka client settings")
+        try:
+            settings["security"] = security_from_settings(_flatten(security), base=path.parent)
+        except SecuritySettingsError as exc:
+            raise LoadError(f"[security] in {path}: {exc}") from None
+    if isinstance(settings.get("command-config"), str):
+        settings["command-config"] = path.parent / settings["command-config"]
     # Relative paths in the file mean paths next to the file.
     for key in ("summary-json", "metrics-file"):
         if isinstance(settings.get(key), str):
             settings[key] = path.parent / settings[key]
     return settings
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _security(settings: Mapping[str, Any]) -> SecurityConfig:
+    path = settings.get("command-config")
+    if path is not None:
+        try:
+            return load_command_config(Path(path))
+        except SecuritySettingsError as exc:
+            raise LoadError(f"setting 'command-config': {exc}") from None
+    security = settings.get("security", PLAINTEXT)
+    assert isinstance(security, SecurityConfig)
+    return security
 
 
 def _str(name: str, value: Any) -> str:
@@ -166,7 +220,7 @@ def load_options(flags: Mapping[str, Any], config_file: Path | None = None) -> L
     """Merge the TOML file (if any) and the flags (which win) into checked options."""
     settings: dict[str, Any] = _read_toml(config_file) if config_file is not None else {}
     settings.update({key: value for key, value in flags.items() if value is not None})
-    unknown = sorted(set(settings) - set(_KEYS))
+    unknown = sorted(set(settings) - set(_KEYS) - {"security"})
     if unknown:
         raise LoadError(f"unknown setting '{unknown[0]}' (known: {', '.join(_KEYS)})")
     for name in ("bootstrap", "output"):
@@ -203,4 +257,5 @@ def load_options(flags: Mapping[str, Any], config_file: Path | None = None) -> L
         metrics_file=Path(paths["metrics-file"]) if paths["metrics-file"] is not None else None,
         lease_timeout=_positive_seconds("lease-timeout", settings.get("lease-timeout", DEFAULT_LEASE_TIMEOUT_S)),
         writer=writer,
+        security=_security(settings),
     )

@@ -19,8 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tributary.client.blocking import BlockingFetcher
+from tributary.client.config import ClientConfig
 from tributary.client.errors import KafkaError
 from tributary.client.raw.batches import READ_COMMITTED
+from tributary.client.security.settings import SecurityConfig
 from tributary.loader.hooks import KILL_ENV, reached_in_task
 from tributary.loader.naming import split_topic
 from tributary.loader.plan import Range
@@ -130,9 +132,10 @@ def _maybe_kill() -> None:
         reached_in_task(context.partitionId())
 
 
-def read_ranges(bootstrap: str, ranges: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function: planned ranges in, their records out."""
-    with BlockingFetcher(bootstrap) as fetcher:
+def read_ranges(bootstrap: str, security: SecurityConfig, ranges: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow's function: planned ranges in, their records out (over TLS and SASL as
+    ``security`` says; it is pickled into the task, secrets included)."""
+    with BlockingFetcher(bootstrap, ClientConfig(security=security)) as fetcher:
         for batch in ranges:
             for row in batch.to_pylist():
                 yield from read_range(fetcher, Range(row["topic"], row["partition"], row["start"], row["end"]))

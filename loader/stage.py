@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from tributary.client.security.settings import PLAINTEXT, SecurityConfig
 from tributary.loader.errors import LoadError
 from tributary.loader.hadoop import HadoopFS
 from tributary.loader.plan import Plan
@@ -71,7 +72,14 @@ def resolve_writer(writer: str, output: str) -> str:
 
 
 def write_staging(
-    spark: SparkSession, plan: Plan, bootstrap: str, staging: str, fs: HadoopFS, *, writer: str
+    spark: SparkSession,
+    plan: Plan,
+    bootstrap: str,
+    staging: str,
+    fs: HadoopFS,
+    *,
+    writer: str,
+    security: SecurityConfig = PLAINTEXT,
 ) -> list[StagedFile] | None:
     """One Spark job: a task per range, fetched and decoded in executors, written as Parquet.
     With the ``arrow`` writer, the staged files (the tasks describe what they wrote); with
@@ -81,9 +89,11 @@ def write_staging(
     if writer == "arrow":
         spark.sparkContext.setJobDescription(f"tributary load {plan.run}: read {len(rows)} ranges into staging")
         root = data_uri(staging)
-        written = ranges.mapInArrow(functools.partial(write_ranges, bootstrap, root), WRITTEN_SPARK_SCHEMA).collect()
+        written = ranges.mapInArrow(
+            functools.partial(write_ranges, bootstrap, security, root), WRITTEN_SPARK_SCHEMA
+        ).collect()
         return staged_files(fs, [row.asDict() for row in written])
-    records = ranges.mapInArrow(functools.partial(read_ranges, bootstrap), SPARK_SCHEMA)
+    records = ranges.mapInArrow(functools.partial(read_ranges, bootstrap, security), SPARK_SCHEMA)
     spark.sparkContext.setJobDescription(f"tributary load {plan.run}: read {len(rows)} ranges into staging")
     (
         # Sorted so each file holds its partition's records in offset order (the

@@ -33,6 +33,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from tributary.client.blocking import BlockingFetcher
+from tributary.client.config import ClientConfig
+from tributary.client.security.settings import SecurityConfig
 from tributary.loader.naming import split_topic
 from tributary.loader.plan import Range
 from tributary.loader.read import read_range
@@ -210,10 +212,12 @@ def write_range(fetcher: BlockingFetcher, r: Range, root_uri: str) -> list[dict[
     return writer.close()
 
 
-def write_ranges(bootstrap: str, root_uri: str, ranges: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def write_ranges(
+    bootstrap: str, security: SecurityConfig, root_uri: str, ranges: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """mapInArrow's function for ``writer = "arrow"``: planned ranges in, one row per file
-    written under ``root_uri`` out."""
-    with BlockingFetcher(bootstrap) as fetcher:
+    written under ``root_uri`` out (connecting as ``security`` says, like read_ranges)."""
+    with BlockingFetcher(bootstrap, ClientConfig(security=security)) as fetcher:
         for batch in ranges:
             for row in batch.to_pylist():
                 r = Range(row["topic"], row["partition"], row["start"], row["end"])

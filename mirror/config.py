@@ -4,6 +4,18 @@ Every flag is also a TOML key, spelled like the flag without its dashes
 (``source-alias`` or ``source_alias``); a flag given on the command line wins
 over the file. Validation happens here, before anything connects, so bad
 configuration is one clear line (:class:`MirrorConfigError`).
+
+Each side has its own security, with Kafka's client names (client/security/settings.py):
+a ``[security.source]`` and a ``[security.target]`` table in the file (the source is
+usually across the WAN, over SASL_SSL; the target local), or, as Kafka's tools take them,
+``--source-command-config FILE`` and ``--target-command-config FILE``::
+
+    [security.source]
+    security.protocol = "SASL_SSL"
+    sasl.mechanism = "SCRAM-SHA-512"
+    sasl.username = "mirror-east"
+    sasl.password = "${file:/etc/tributary/mirror-east.password}"
+    ssl.ca.location = "/etc/tributary/ca.pem"
 """
 
 from __future__ import annotations
@@ -15,6 +27,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from tributary.client.security.settings import (
+    PLAINTEXT,
+    SecurityConfig,
+    SecuritySettingsError,
+    load_command_config,
+    security_from_settings,
+)
 from tributary.client.wire.cluster import parse_bootstrap
 
 #: The compacted topic in the aggregate cluster that maps copied batches to
@@ -42,7 +61,8 @@ class MirrorConfig:
     group: str = ""
     #: Prometheus endpoint; None serves none, 0 picks a free port (logged).
     metrics_port: int | None = None
-    metrics_host: str = "0.0.0.0"  # scraped from elsewhere
+    #: 127.0.0.1 unless told otherwise: a scraper elsewhere needs metrics-host set on purpose.
+    metrics_host: str = "127.0.0.1"
     #: Aliases of other mirrors: topics named ``<alias>.*`` for any of them (and for this
     #: mirror's own alias) are copies already and are never mirrored, so active-active cannot loop.
     known_aliases: tuple[str, ...] = ()
@@ -90,6 +110,9 @@ class MirrorConfig:
     heartbeat_interval_ms: int = 1000
     #: How long SIGTERM waits for in-flight batches before giving up on them.
     shutdown_timeout_ms: int = 30_000
+    #: TLS and SASL of each side (``[security.source]``, ``[security.target]``).
+    source_security: SecurityConfig = PLAINTEXT
+    target_security: SecurityConfig = PLAINTEXT
     _patterns: tuple[re.Pattern[str], re.Pattern[str] | None] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:  # noqa: PLR0912 (one check per setting)
@@ -160,7 +183,7 @@ def _setting_names() -> dict[str, str]:
     """TOML spelling (dashes or underscores) -> field name."""
     names: dict[str, str] = {}
     for f in fields(MirrorConfig):
-        if f.name.startswith("_"):
+        if f.name.startswith("_") or f.name.endswith("_security"):
             continue
         names[f.name] = f.name
         names[f.name.replace("_", "-")] = f.name
@@ -200,8 +223,39 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
     return value
 
 
-def load_config(flags: Mapping[str, Any], config_file: Path | None = None) -> MirrorConfig:
-    """Settings from the TOML file, overridden by the flags that were given (not None)."""
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _security_tables(table: dict[str, Any], base: Path) -> dict[str, SecurityConfig]:
+    """``[security.source]`` and ``[security.target]`` (taken out of ``table``)."""
+    found = table.pop("security", None)
+    if found is None:
+        return {}
+    if not isinstance(found, dict) or set(found) - {"source", "target"}:
+        raise MirrorConfigError("[security] holds a [security.source] and a [security.target] table, nothing else")
+    result = {}
+    for side, settings in found.items():
+        if not isinstance(settings, dict):
+            raise MirrorConfigError(f"[security.{side}] must be a table of Kafka client settings")
+        try:
+            result[f"{side}_security"] = security_from_settings(_flatten(settings), base=base)
+        except SecuritySettingsError as exc:
+            raise MirrorConfigError(f"[security.{side}]: {exc}") from None
+    return result
+
+
+def load_config(
+    flags: Mapping[str, Any], config_file: Path | None = None, command_configs: Mapping[str, Path | None] | None = None
+) -> MirrorConfig:
+    """Settings from the TOML file, overridden by the flags that were given (not None);
+    ``command_configs`` (side -> properties or TOML file) override the file's security tables."""
     names = _setting_names()
     defaults = {f.name: f.default for f in fields(MirrorConfig) if not f.name.startswith("_")}
     values: dict[str, Any] = {}
@@ -213,6 +267,7 @@ def load_config(flags: Mapping[str, Any], config_file: Path | None = None) -> Mi
         except tomllib.TOMLDecodeError as exc:
             raise MirrorConfigError(f"{config_file} is not valid TOML: {exc}") from None
         table = table.get("mirror", table) if isinstance(table.get("mirror"), dict) else table
+        values.update(_security_tables(table, config_file.parent))
         for key, value in _flatten_group(table).items():
             if key not in names:
                 raise MirrorConfigError(f"{config_file}: unknown setting {key!r}")
@@ -220,6 +275,12 @@ def load_config(flags: Mapping[str, Any], config_file: Path | None = None) -> Mi
     for key, value in flags.items():
         if value is not None and key in names:
             values[names[key]] = _coerce(names[key], value, defaults[names[key]])
+    for side, path in (command_configs or {}).items():
+        if path is not None:
+            try:
+                values[f"{side}_security"] = load_command_config(path)
+            except SecuritySettingsError as exc:
+                raise MirrorConfigError(f"--{side}-command-config {exc}") from None
     for required in ("source", "source_alias", "target"):
         if required not in values:
             raise MirrorConfigError(

@@ -62,6 +62,7 @@ class MirrorStartError(Exception):
 
 def client_config(config: MirrorConfig, role: str) -> ClientConfig:
     return ClientConfig(
+        security=config.source_security if role == "source" else config.target_security,
         client_id=f"tributary-mirror-{config.source_alias}-{role}",
         request_timeout=config.request_timeout_ms / 1000,
         max_in_flight=config.max_inflight_requests,

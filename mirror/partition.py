@@ -32,7 +32,7 @@ from tributary.client.errors import KafkaConnectionError, KafkaError
 from tributary.client.producer.idempotence import SEQUENCE_MODULUS, init_producer_id
 from tributary.client.raw.batches import ProduceResult, RawBatches
 from tributary.client.wire.metadata import TopicPartition
-from tributary.mirror.batches import Stamp, copyable, for_target
+from tributary.mirror.batches import SourceBatch, Stamp, copyable, for_target, prepare
 from tributary.mirror.checkpoint import Checkpoint
 from tributary.mirror.context import MirrorContext
 from tributary.mirror.offset_map import MappingEntry
@@ -137,12 +137,18 @@ class PartitionCopier:
         source_start = (await ctx.source_admin.earliest_offsets([state.source]))[state.source]
         return Checkpoint(source_start, target_start)
 
-    async def _rerecord(self, source: BatchHeader, aggregate: BatchHeader) -> None:
-        await self.ctx.mapping.add(self._entry(source, aggregate.base_offset))
+    async def _rerecord(self, source: SourceBatch, aggregate: BatchHeader) -> None:
+        for entry in self._entries(source, aggregate.base_offset):
+            await self.ctx.mapping.add(entry)
 
-    def _entry(self, source: BatchHeader, aggregate_base: int) -> MappingEntry:
+    def _entries(self, source: SourceBatch, aggregate_base: int) -> list[MappingEntry]:
+        """The translation of one copied batch: an entry per run of consecutive source offsets
+        (one, unless a log cleaner left gaps inside the batch)."""
         tp = self.state.source
-        return MappingEntry(self.alias, tp.topic, tp.partition, source.base_offset, source.last_offset, aggregate_base)
+        return [
+            MappingEntry(self.alias, tp.topic, tp.partition, run.first, run.last, aggregate_base + run.position)
+            for run in source.runs
+        ]
 
     async def recover(self, saved: Checkpoint | None = None, *, first: bool = False) -> None:
         """Find the exact resume position, retrying with backoff while either side is
@@ -224,7 +230,9 @@ class PartitionCopier:
         for header, data in copyable(fetched, state.copied.source):
             if state.stopping:
                 break
-            payload = for_target(header, data, self.stamp)
+            prepared = prepare(header, data)
+            produced = prepared.header
+            payload = for_target(produced, prepared.data, self.stamp)
             result = await self._produce(payload)
             if result is None:
                 await self._record(run)
@@ -232,7 +240,7 @@ class PartitionCopier:
                     assert state.copied is not None
                     await self.recover(state.copied)
                 return
-            sequence = (self.stamp.base_sequence + header.last_offset_delta + 1) % SEQUENCE_MODULUS
+            sequence = (self.stamp.base_sequence + produced.last_offset_delta + 1) % SEQUENCE_MODULUS
             self.stamp = self.stamp._replace(base_sequence=sequence)
             if result.base_offset != state.copied.aggregate:
                 # Someone else appended to the aggregate partition: the copy is still exact
@@ -242,14 +250,20 @@ class PartitionCopier:
                     "event=aggregate_offset_gap target=%s expected=%d got=%d",
                     state.target, state.copied.aggregate, result.base_offset,
                 )  # fmt: skip
-            state.copied = Checkpoint(header.next_offset, result.base_offset + header.last_offset_delta + 1)
+            before = state.copied
+            state.copied = Checkpoint(header.next_offset, result.base_offset + produced.last_offset_delta + 1)
             state.last_timestamp_ms = max(state.last_timestamp_ms, header.max_timestamp)
-            entry = self._entry(header, result.base_offset)
-            if run is not None and run.aggregate_base - run.source_base == entry.aggregate_base - entry.source_base:
-                run = dataclasses.replace(run, source_last=entry.source_last)
-            else:
-                await self._record(run)
-                run = entry
+            for entry in self._entries(prepared, result.base_offset):
+                if (
+                    run is not None
+                    and run.source_last + 1 == entry.source_base
+                    and run.aggregate_base - run.source_base == entry.aggregate_base - entry.source_base
+                ):
+                    run = dataclasses.replace(run, source_last=entry.source_last)
+                else:
+                    # A checkpoint may cover what came before this batch, not yet the batch.
+                    await self._record(run, before)
+                    run = entry
             copied += 1
             ctx.metrics.copied(state.source.topic, batches=1, records=header.record_count, size=len(payload))
         if copied:
@@ -259,11 +273,12 @@ class PartitionCopier:
             state.copied = Checkpoint(fetched.next_offset, state.copied.aggregate)
         await self._record(run)
 
-    async def _record(self, run: MappingEntry | None) -> None:
-        """Write a run's translation entry; from then on, a checkpoint may cover what was copied."""
+    async def _record(self, run: MappingEntry | None, upto: Checkpoint | None = None) -> None:
+        """Write a run's translation entry; from then on, a checkpoint may cover what was copied
+        (up to ``upto``, when the batch just copied still has entries to come)."""
         if run is not None:
             await self.ctx.mapping.add(run)
-        self.state.recorded = self.state.copied
+        self.state.recorded = self.state.copied if upto is None else upto
 
     async def _produce(self, payload: bytes) -> ProduceResult | None:
         """Append one stamped batch, sending the same bytes again after a failure that may

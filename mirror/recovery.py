@@ -27,7 +27,7 @@ from tributary.client.errors import OffsetOutOfRangeError
 from tributary.client.raw.batches import READ_COMMITTED, RawBatches
 from tributary.client.raw.client import RawClient
 from tributary.client.wire.metadata import TopicPartition
-from tributary.mirror.batches import copyable, for_target, same_batch
+from tributary.mirror.batches import SourceBatch, copyable, for_target, prepare, same_batch
 from tributary.mirror.checkpoint import Checkpoint
 from tributary.protocol.records import BatchHeader
 
@@ -69,10 +69,10 @@ async def reconcile(
     source_tp: TopicPartition,
     target_tp: TopicPartition,
     checkpoint: Checkpoint,
-    matched: Callable[[BatchHeader, BatchHeader], Awaitable[None]],
+    matched: Callable[[SourceBatch, BatchHeader], Awaitable[None]],
 ) -> Checkpoint:
     """Move ``checkpoint`` past every batch the aggregate already holds beyond it.
-    ``matched(source_header, aggregate_header)`` is awaited for each (to re-record translation)."""
+    ``matched(source_batch, aggregate_header)`` is awaited for each (to re-record translation)."""
     end = (await target_admin.latest_offsets([target_tp]))[target_tp]
     if end < checkpoint.aggregate:
         raise RecoveryError(
@@ -101,12 +101,14 @@ async def reconcile(
                             f"{target_tp} holds a batch at {agg_header.base_offset} beyond what {source_tp} has "
                             f"from offset {s}: the aggregate topic has data the mirror did not copy"
                         ) from None
-                    if not same_batch(agg_header, agg_data, src_header, for_target(src_header, src_data)):
+                    prepared = prepare(src_header, src_data)
+                    produced = for_target(prepared.header, prepared.data)
+                    if not same_batch(agg_header, agg_data, prepared.header, produced, renumbered=prepared.renumbered):
                         raise RecoveryError(
                             f"{target_tp} at offset {agg_header.base_offset} is not the copy of {source_tp} batch "
                             f"at {src_header.base_offset}: the aggregate topic has data the mirror did not copy"
                         )
-                    await matched(src_header, agg_header)
+                    await matched(prepared, agg_header)
                     s, a = src_header.next_offset, agg_header.next_offset
                     found += 1
     except OffsetOutOfRangeError as exc:

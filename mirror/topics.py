@@ -36,11 +36,14 @@ class AggregateTopics:
         self._lock = trio.Lock()
 
     async def ensure_offsets_topic(self) -> None:
-        """Compacted, so one entry per batch survives; on a cluster without compaction
-        (Tributary's brokers today) kept without time limit instead, and said so."""
+        """Compacted, so one entry per run of batches survives; on a cluster without compaction
+        (Tributary's brokers before they had a log cleaner) kept without time limit instead, and
+        said so. One made that way is switched to compaction once the target accepts it."""
         name, partitions = self.config.offsets_topic, self.config.offsets_topic_partitions
         if name in (await self.target.refresh_metadata()).topics:
-            return  # (creating it again would wait for every partition to have a leader)
+            # (creating it again would wait for every partition to have a leader)
+            await self._compact_offsets_topic(name)
+            return
         try:
             await self.target_admin.create_topic(name, partitions, {"cleanup.policy": "compact"}, exist_ok=True)
         except InvalidConfigError as exc:
@@ -48,6 +51,22 @@ class AggregateTopics:
             await self.target_admin.create_topic(
                 name, partitions, {"cleanup.policy": "delete", "retention.ms": "-1"}, exist_ok=True
             )
+
+    async def _compact_offsets_topic(self, name: str) -> None:
+        try:
+            described = await self.target_admin.describe_configs(ResourceType.TOPIC, [name], timeout=10)
+        except KafkaError as exc:
+            log.warning("event=offsets_topic_configs_unavailable topic=%s error=%r", name, str(exc))
+            return
+        entry = described.get(name, {}).get("cleanup.policy")
+        if entry is None or entry.value is None or "compact" in entry.value:
+            return
+        try:
+            await self.target_admin.alter_topic_configs({name: {"cleanup.policy": "compact"}}, timeout=10)
+        except KafkaError as exc:
+            log.warning("event=offsets_topic_uncompacted topic=%s reason=%r (kept as it is)", name, str(exc))
+            return
+        log.info("event=offsets_topic_compacted topic=%s was=%s", name, entry.value)
 
     async def _source_partition_count(self, topic: str) -> int:
         metadata = self.source.metadata

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 import trio
 
 from tributary.client.admin.admin import Admin
+from tributary.client.config import ClientConfig
 from tributary.client.group.offsets import NO_GENERATION, GroupOffsets, OffsetAndMetadata
 from tributary.client.raw.batches import RawBatches
 from tributary.client.raw.client import RawClient
+from tributary.client.security.settings import PLAINTEXT, SecurityConfig
 from tributary.client.wire.cluster import Cluster
 from tributary.client.wire.metadata import TopicPartition
 from tributary.mirror.checkpoint import CheckpointStore
@@ -115,8 +117,13 @@ async def run_translate(
     topic_filter: TopicFilter,
     mirror_group: str,
     commit: bool,
+    source_security: SecurityConfig = PLAINTEXT,
+    target_security: SecurityConfig = PLAINTEXT,
 ) -> list[Translated]:
-    async with Cluster(source) as source_cluster, Cluster(target) as target_cluster:
+    async with (
+        Cluster(source, ClientConfig(security=source_security)) as source_cluster,
+        Cluster(target, ClientConfig(security=target_security)) as target_cluster,
+    ):
         with trio.fail_after(source_cluster.config.api_timeout):
             results = await translate_group(
                 source=source_cluster, target=target_cluster, alias=alias, group=group,

@@ -1,19 +1,22 @@
 """Brokers as child processes (``python -m tributary.deploy.cli broker``), one or a cluster.
 
 Each broker gets a free port, a data directory and a log file under the given root, and a
-TOML config file of the extra settings; a cluster's brokers share one ZooKeeper connection
-string (give each cluster a chroot of its own: :func:`tributary.testing.zookeeper.new_chroot`).
+TOML config file of the extra settings (with ``listeners``, name -> security protocol, a free
+port per listener, one of them PLAINTEXT for the kit's own readiness checks); a cluster's
+brokers share one ZooKeeper connection string (give each cluster a chroot of its own:
+:func:`tributary.testing.zookeeper.new_chroot`).
 :class:`Cluster` is a context manager that starts every broker, waits until each answers
 Metadata with the whole cluster and a controller, and stops them (SIGTERM) on the way out.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -25,6 +28,8 @@ from tributary.testing.wire import request
 
 #: How long a broker may take to answer Metadata after its start.
 START_TIMEOUT = 30.0
+#: The ZooKeeper session of the kit's brokers unless ``zookeeper.session.timeout.ms`` is given.
+DEFAULT_SESSION_TIMEOUT_MS = 4_000
 #: Metadata v8: the newest every broker this kit starts answers, leader epochs included.
 METADATA_VERSION = 8
 
@@ -41,11 +46,27 @@ class BrokerProcess(ListeningProcess):
         port: int | None = None,
         metrics_port: int | None = None,
         advertise: str | None = None,
+        listeners: Mapping[str, str] | None = None,
+        listener_ports: Mapping[str, int] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.zookeeper = zookeeper
         self.data_dir = data_dir
         self.log_path = log_path
+        #: Named listeners (name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL) and their ports;
+        #: empty: the one PLAINTEXT listener of --listen.
+        self.listeners = dict(listeners or {})
+        self.listener_ports: dict[str, int] = {}
+        if self.listeners:
+            if advertise is not None:
+                raise ValueError("advertise is for the one --listen listener; name listeners instead")
+            given = dict(listener_ports or {})
+            chosen = iter(free_ports(len(self.listeners) - len(given)))
+            self.listener_ports = {name: given[name] if name in given else next(chosen) for name in self.listeners}
+            plaintext = [name for name, protocol in self.listeners.items() if protocol == "PLAINTEXT"]
+            if not plaintext:
+                raise ValueError("the kit checks readiness over a PLAINTEXT listener: name one")
+            port = self.listener_ports[plaintext[0]]
         self.port = free_port() if port is None else port
         #: Written to the broker's TOML config file as given (values are TOML: quote strings).
         self.extra = extra or {}
@@ -58,15 +79,27 @@ class BrokerProcess(ListeningProcess):
     def start(self) -> None:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         config = self.data_dir.parent / f"broker-{self.broker_id}.toml"
-        config.write_text("".join(f"{k} = {v}\n" for k, v in self.extra.items()))
+        # A short session unless the test asks otherwise: a broker killed with -9 is then gone,
+        # and its partitions led elsewhere, within seconds (Kafka's default is 18 s).
+        settings = {"zookeeper.session.timeout.ms": str(DEFAULT_SESSION_TIMEOUT_MS), **self.extra}
+        if self.listeners:
+            settings["listeners"] = json.dumps(
+                ",".join(f"{name}://127.0.0.1:{port}" for name, port in self.listener_ports.items())
+            )
+            settings["listener.security.protocol.map"] = json.dumps(
+                ",".join(f"{name}:{protocol}" for name, protocol in self.listeners.items())
+            )
+        # Keys quoted: Kafka's names as single TOML keys (ssl.keystore.location beside ssl.keystore.type).
+        config.write_text("".join(f"{json.dumps(k)} = {v}\n" for k, v in settings.items()))
         cmd = [
             sys.executable, "-m", "tributary.deploy.cli", "broker",
             "--id", str(self.broker_id),
-            "--listen", self.bootstrap,
             "--data-dir", str(self.data_dir),
             "--zookeeper", self.zookeeper,
             "--config", str(config),
         ]  # fmt: skip
+        if not self.listeners:
+            cmd += ["--listen", self.bootstrap]
         if self.metrics_port is not None:
             cmd += ["--metrics-port", str(self.metrics_port)]
         if self.advertise is not None:
@@ -75,6 +108,13 @@ class BrokerProcess(ListeningProcess):
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def listener_address(self, name: str) -> tuple[str, int]:
+        return ("127.0.0.1", self.listener_ports[name])
+
+    def listener_bootstrap(self, name: str) -> str:
+        """``host:port`` of the named listener (``bootstrap`` is the PLAINTEXT one)."""
+        return f"127.0.0.1:{self.listener_ports[name]}"
 
     def wait_ready(self, expected_brokers: int = 1) -> None:
         """Until the broker answers Metadata listing ``expected_brokers`` brokers and a controller."""
@@ -115,24 +155,49 @@ class Cluster:
     """``size`` brokers with ids 1..size on one ZooKeeper connection string (chroot included).
 
     ``extra``: broker settings (TOML values) for every broker; ``metrics``: each broker also
-    serves Prometheus metrics on a port of its own (``BrokerProcess.metrics_port``)."""
+    serves Prometheus metrics on a port of its own (``BrokerProcess.metrics_port``);
+    ``listeners``: named listeners for every broker (``{"PLAINTEXT": "PLAINTEXT", "SECURE":
+    "SASL_SSL"}``), each on a port of its own (``bootstrap_for("SECURE")``)."""
 
     def __init__(
-        self, zookeeper: str, root: Path, size: int, extra: dict[str, str] | None = None, *, metrics: bool = False
+        self,
+        zookeeper: str,
+        root: Path,
+        size: int,
+        extra: dict[str, str] | None = None,
+        *,
+        metrics: bool = False,
+        listeners: Mapping[str, str] | None = None,
     ) -> None:
-        ports = free_ports(size * 2 if metrics else size)
-        metrics_ports: list[int | None] = list(ports[size:]) if metrics else [None] * size
-        self.brokers = [
-            BrokerProcess(
-                i, zookeeper, root / f"data-{i}", root / f"broker-{i}.log", extra, port=port, metrics_port=metrics_port
+        per_broker = max(1, len(listeners or {}))
+        ports = free_ports(size * per_broker + (size if metrics else 0))
+        metrics_ports: list[int | None] = list(ports[size * per_broker :]) if metrics else [None] * size
+        self.brokers = []
+        for index, metrics_port in enumerate(metrics_ports):
+            own = ports[index * per_broker : (index + 1) * per_broker]
+            i = index + 1
+            self.brokers.append(
+                BrokerProcess(
+                    i,
+                    zookeeper,
+                    root / f"data-{i}",
+                    root / f"broker-{i}.log",
+                    extra,
+                    port=None if listeners else own[0],
+                    metrics_port=metrics_port,
+                    listeners=listeners,
+                    listener_ports=dict(zip(listeners, own, strict=True)) if listeners else None,
+                )
             )
-            for i, port, metrics_port in zip(range(1, size + 1), ports[:size], metrics_ports, strict=True)
-        ]
 
     @property
     def bootstrap(self) -> str:
         """``host:port,...`` of every broker: what clients take as ``bootstrap.servers``."""
         return ",".join(b.bootstrap for b in self.brokers)
+
+    def bootstrap_for(self, listener: str) -> str:
+        """``host:port,...`` of every broker's named listener."""
+        return ",".join(b.listener_bootstrap(listener) for b in self.brokers)
 
     def broker(self, broker_id: int) -> BrokerProcess:
         return next(b for b in self.brokers if b.broker_id == broker_id)
@@ -166,10 +231,16 @@ class Cluster:
 
 
 def start_cluster(
-    zookeeper: str, root: Path, size: int, extra: dict[str, str] | None = None, *, metrics: bool = False
+    zookeeper: str,
+    root: Path,
+    size: int,
+    extra: dict[str, str] | None = None,
+    *,
+    metrics: bool = False,
+    listeners: Mapping[str, str] | None = None,
 ) -> Iterator[Cluster]:
     """A running :class:`Cluster` for the length of a generator fixture (``yield from``)."""
-    with Cluster(zookeeper, root, size, extra, metrics=metrics) as cluster:
+    with Cluster(zookeeper, root, size, extra, metrics=metrics, listeners=listeners) as cluster:
         yield cluster
 
 

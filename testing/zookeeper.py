@@ -23,8 +23,12 @@ from kazoo.client import KazooClient
 from tributary.deploy.appliance.launcher import ZOOKEEPER_JAR, zookeeper_command
 from tributary.testing.ports import free_port
 
-# Short ticks let tests negotiate short sessions (the server allows 2..20 ticks).
+# Short ticks let tests negotiate short sessions (the server allows 2 ticks at the least).
 TICK_TIME_MS = 200
+# ...and the server's default ceiling is 20 ticks, 4 s here: a broker asking for 30 s got 4 without
+# a word, and a test pausing a broker "past nothing" lost its registration under load. Sessions
+# are granted up to this instead.
+MAX_SESSION_TIMEOUT_MS = 120_000
 START_TIMEOUT = 30.0
 
 
@@ -111,6 +115,7 @@ class LocalZooKeeper:
             "\n".join(
                 [
                     f"tickTime={TICK_TIME_MS}",
+                    f"maxSessionTimeout={MAX_SESSION_TIMEOUT_MS}",
                     f"dataDir={data_dir}",
                     f"clientPort={self.port}",
                     f"clientPortAddress={self.host}",

@@ -12,14 +12,17 @@ Its duties:
 - topic deletion requests (`/admin/delete_topics/<t>`): remove every node of the topic and the
   request, atomically;
 - partition growth requests (`/admin/create_partitions/<t>`): spread the new partitions over the
-  live brokers and write them into the topic's assignment with their states, atomically;
+  live brokers (or place them as the request says) and write them into the topic's assignment
+  with their states, atomically;
 - leadership: whenever the set of live brokers changes, a partition whose leader died goes to the
   first live replica of its ISR, or to -1 when there is none; a new live leader bumps the epoch;
 - controlled shutdown: a broker announcing its shutdown (`/admin/controlled_shutdown/<id>`, an
   ephemeral node) loses the leadership of every partition another in-sync replica can take;
 - partition reassignment (`/admin/reassign_partitions`): start each requested move (target and
   original replicas together, the new ones catching up), and complete it once every target
-  replica is in sync (:mod:`broker.cluster.reassignment` holds the rules).
+  replica is in sync (:mod:`broker.cluster.reassignment` holds the rules);
+- topic ids: a topic node without one (written by Kafka before 2.8, or by a foreign tool) gets
+  one, as Kafka's controller does, so that Metadata v10+ and Fetch v13+ can name every topic.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from tributary.broker.cluster.session import (
 )
 from tributary.broker.cluster.znodes import (
     CONTROLLED_SHUTDOWN_DONE,
+    CreatePartitionsRequest,
     CreateTopicRequest,
     LeaderAndIsr,
     decode_controller_epoch,
@@ -64,6 +68,7 @@ from tributary.broker.cluster.znodes import (
     encode_controller_epoch,
     encode_partition_state,
     encode_topic,
+    new_uuid,
 )
 
 logger = logging.getLogger(__name__)
@@ -358,6 +363,7 @@ class Controller:
                 departing = await session.children(zk_paths.ADMIN_CONTROLLED_SHUTDOWN, watch=self._admin_watch)
                 shutting_down = frozenset(int(c) for c in departing if c.isdigit())
                 clean &= await self._reconcile_leaders(epoch, shutting_down)
+                clean &= await self._assign_topic_ids(epoch)
                 if clean and shutting_down:
                     await self._confirm_shutdowns(epoch, shutting_down)
                 clean &= await self._preferred_elections(epoch)
@@ -512,29 +518,22 @@ class Controller:
             logger.warning("dropping partition request for %r: %s", name, exc)
             await self._drop_request(request_path, stat.version)
             return True
-        live = sorted(self._snapshot().live_broker_ids)
         replication_factor = max((len(r) for r in assignment.values()), default=1)
         current = len(assignment)
-        if request.topic_id not in ("", topic_id) or request.partitions <= current or replication_factor > len(live):
+        added = None
+        if request.topic_id in ("", topic_id) and request.partitions > current:
+            added = self._new_replicas(request, current, replication_factor)
+        if added is None:
             logger.warning(
-                "rejecting growth of topic %r from %d to %d partitions (%d live brokers)",
+                "rejecting growth of topic %r from %d to %d partitions (%d live brokers%s)",
                 name,
                 current,
                 request.partitions,
-                len(live),
+                len(self._snapshot().live_broker_ids),
+                "" if request.assignment is None else f", assignment {dict(request.assignment)}",
             )
             await self._drop_request(request_path, stat.version)
             return True
-        snapshot = self._snapshot()
-        added = assign_replicas(
-            live,
-            request.partitions - current,
-            replication_factor,
-            start=self._rng.randrange(len(live)),
-            shift=self._rng.randrange(len(live)),
-            racks={b: info.placement_rack for b, info in snapshot.brokers.items()},
-            first_partition=current,
-        )
         ops: list[Op] = [
             SetData(zk_paths.topic(name), encode_topic(topic_id, {**assignment, **added}, moving), topic[1].version)
         ]
@@ -550,6 +549,30 @@ class Controller:
             return False
         logger.info("grew topic %r from %d to %d partitions", name, current, request.partitions)
         return True
+
+    def _new_replicas(
+        self, request: CreatePartitionsRequest, current: int, replication_factor: int
+    ) -> dict[int, tuple[int, ...]] | None:
+        """Replicas of the partitions `current`.. a growth request adds: the request's own (each
+        new partition once, live brokers only), else spread over the live brokers with the
+        topic's replication factor; None when that cannot be."""
+        snapshot = self._snapshot()
+        live = sorted(snapshot.live_broker_ids)
+        if request.assignment is not None:
+            chosen = dict(request.assignment)
+            fits = sorted(chosen) == list(range(current, request.partitions))
+            return chosen if fits and all(b in live for r in chosen.values() for b in r) else None
+        if replication_factor > len(live):
+            return None
+        return assign_replicas(
+            live,
+            request.partitions - current,
+            replication_factor,
+            start=self._rng.randrange(len(live)),
+            shift=self._rng.randrange(len(live)),
+            racks={b: info.placement_rack for b, info in snapshot.brokers.items()},
+            first_partition=current,
+        )
 
     async def _delete_topic(self, epoch: ControllerEpoch, name: str) -> bool:
         session = self._session
@@ -586,6 +609,33 @@ class Controller:
             return False
         logger.info("deleted topic %r", name)
         return True
+
+    async def _assign_topic_ids(self, epoch: ControllerEpoch) -> bool:
+        """Give every topic node that has no topic id a new one, version-checked against the
+        node as read (a concurrent change makes this run again on fresh data)."""
+        missing = [name for name, info in self._snapshot().topics.items() if not info.topic_id]
+        clean = True
+        for name in sorted(missing):
+            node = await self._session.get_or_none(zk_paths.topic(name))
+            if node is None:
+                continue
+            try:
+                topic_id, assignment = decode_topic(node[0])
+                moving = decode_moving(node[0])
+            except ValueError:
+                continue  # the registry ignores it too, and says so
+            if topic_id:
+                continue
+            topic_id = new_uuid()
+            try:
+                await self._commit(epoch, [SetData(zk_paths.topic(name), encode_topic(topic_id, assignment, moving),
+                                                   node[1].version)])  # fmt: skip
+            except TransactionFailedError as exc:
+                logger.info("giving topic %r an id raced with another writer (%s); retrying", name, exc)
+                clean = False
+                continue
+            logger.info("topic %r had no topic id: it is %s now", name, topic_id)
+        return clean
 
     async def _reconcile_leaders(self, epoch: ControllerEpoch, shutting_down: frozenset[int]) -> bool:
         snapshot = self._snapshot()

@@ -7,8 +7,14 @@ nobody may mutate them.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+
+from tributary.broker.security.listeners import Endpoint
+from tributary.protocol.primitives import NULL_UUID
 
 NO_LEADER = -1
 
@@ -25,10 +31,24 @@ class BrokerInfo:
     #: The registration's creation zxid (Kafka's broker epoch, KIP-380): a broker that died and
     #: registered again between two looks of the controller is told apart by a new value.
     epoch: int = -1
+    #: Every advertised listener (``endpoints`` of the registration). ``host``/``port`` are the
+    #: inter-broker listener's.
+    endpoints: tuple[Endpoint, ...] = ()
 
     @property
     def placement_rack(self) -> str | None:
         return self.rack if self.rack is not None else self.datacenter
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where clients of ``listener`` reach this broker; None when it has no such listener
+        (Kafka leaves such a broker out of Metadata). A registration without endpoints has one
+        address for every listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        for endpoint in self.endpoints:
+            if endpoint.name == listener:
+                return endpoint.host, endpoint.port
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +99,34 @@ class TopicInfo:
     # Kafka's topic id (base64url of 16 random bytes); tells a recreated topic from the old one.
     topic_id: str = ""
 
+    @property
+    def uuid(self) -> uuid.UUID:
+        """The topic id as the wire carries it (Metadata v10+, Fetch v13+); the null UUID for a
+        topic whose znode has none yet (the controller gives it one)."""
+        return topic_uuid(self.topic_id)
+
+
+def same_topic(before: TopicInfo, after: TopicInfo | None) -> bool:
+    """Whether ``after`` is still the topic ``before`` was, not a deleted and recreated one of the
+    same name: the same topic id, or an id given to a topic that had none (the controller gives
+    one to topics written without, by Kafka before 2.8 or by a foreign tool)."""
+    return after is not None and (after.topic_id == before.topic_id or not before.topic_id)
+
+
+def topic_uuid(text: str) -> uuid.UUID:
+    """Kafka's textual topic id (``Uuid.toString``: base64url, no padding) as a UUID; the null
+    UUID for an empty or malformed one."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return NULL_UUID
+    return uuid.UUID(bytes=raw) if len(raw) == 16 else NULL_UUID
+
+
+def topic_id_text(value: uuid.UUID) -> str:
+    """The inverse of :func:`topic_uuid`: how Kafka writes a topic id into ZooKeeper."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class ReplicaKey:
@@ -97,6 +145,9 @@ class ClusterSnapshot:
     cluster_id: str
     # Grows by one with every published change; equal versions mean equal snapshots.
     version: int = 0
+    # Topic by id (Fetch v13+, Metadata v12, DeleteTopics v6), built on first use: the snapshot
+    # never changes, so neither does the index.
+    _by_uuid: dict[uuid.UUID, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def empty(cls) -> ClusterSnapshot:
@@ -109,6 +160,14 @@ class ClusterSnapshot:
     @property
     def controller(self) -> BrokerInfo | None:
         return None if self.controller_id is None else self.brokers.get(self.controller_id)
+
+    def topic_by_uuid(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        if topic_id == NULL_UUID:
+            return None
+        if not self._by_uuid and self.topics:
+            self._by_uuid.update((info.uuid, name) for name, info in self.topics.items() if info.topic_id)
+        name = self._by_uuid.get(topic_id)
+        return None if name is None else self.topics.get(name)
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
         info = self.topics.get(topic)

@@ -171,6 +171,14 @@ class ClusterRegistry:
         return self._controller is not None and self._controller.active
 
     @property
+    def zk_session(self) -> ZkSession:
+        """The ZooKeeper session (once :meth:`run` has started), for components that follow
+        ZooKeeper beside the registry (the credential cache)."""
+        if self._session is None:
+            raise RegistryNotRunningError("the cluster registry has not started")
+        return self._session
+
+    @property
     def session_id(self) -> int | None:
         return None if self._session is None else self._session.session_id
 
@@ -608,9 +616,16 @@ class ClusterRegistry:
             f"no controller deleted topic {name!r} within {timeout:g} s; it stays marked for deletion"
         )
 
-    async def create_partitions(self, name: str, count: int, *, timeout: float = 30.0) -> TopicInfo:
-        """Ask the controller to grow a topic to `count` partitions; wait until this broker's
-        snapshot shows them.
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        *,
+        timeout: float = 30.0,
+        assignment: Mapping[int, tuple[int, ...]] | None = None,
+    ) -> TopicInfo:
+        """Ask the controller to grow a topic to `count` partitions (placed as `assignment` says,
+        new partition -> replicas, when given); wait until this broker's snapshot shows them.
 
         Raises UnknownTopicError, InvalidPartitionsError (`count` is not larger than now),
         TopicCreationRejectedError (the controller refused: the topic changed meanwhile, or too
@@ -623,12 +638,12 @@ class ClusterRegistry:
             node = await session.get_or_none(zk_paths.topic(name))
             if node is None:
                 raise UnknownTopicError(f"topic {name!r} does not exist")
-            topic_id, assignment = decode_topic(node[0])
-            if count <= len(assignment):
+            topic_id, current = decode_topic(node[0])
+            if count <= len(current):
                 raise InvalidPartitionsError(
-                    f"topic {name!r} has {len(assignment)} partitions: the new count must be larger, not {count}"
+                    f"topic {name!r} has {len(current)} partitions: the new count must be larger, not {count}"
                 )
-            request = CreatePartitionsRequest(topic_id, count, self.broker_id)
+            request = CreatePartitionsRequest(topic_id, count, self.broker_id, assignment)
             try:
                 await session.create(request_path, encode_create_partitions_request(request))
             except NodeExistsError:
@@ -910,6 +925,10 @@ class AssignmentFeed:
         async for snapshot in self._snapshots:
             assigned = snapshot.replicas_of(self._broker_id)
             held = self._held
+            if held is not None:
+                # A topic given an id (it had none) is the same topic: nothing to drop or add.
+                by_partition = {(r.topic, r.partition): r for r in assigned}
+                held = frozenset(by_partition.get((r.topic, r.partition), r) if not r.topic_id else r for r in held)
             self._held = assigned
             # A changed topic config is a change too (with nothing added or removed): the
             # broker applies it to the logs it holds.

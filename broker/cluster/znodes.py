@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tributary.broker.cluster.model import BrokerInfo
+from tributary.broker.security.listeners import PLAINTEXT, PROTOCOLS, Endpoint
 
 BROKER_VERSION = 5
 TOPIC_VERSION = 3
@@ -78,14 +79,16 @@ def new_uuid() -> str:
 
 
 def encode_broker(info: BrokerInfo) -> bytes:
-    endpoint = f"PLAINTEXT://{info.host}:{info.port}"
+    endpoints = info.endpoints or (Endpoint(PLAINTEXT, PLAINTEXT, info.host, info.port),)
     return _dump(
         {
             "version": BROKER_VERSION,
+            # Kafka writes the PLAINTEXT endpoint here for old clients; Tributary writes the
+            # inter-broker listener's, which every broker can reach.
             "host": info.host,
             "port": info.port,
-            "endpoints": [endpoint],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [str(e) for e in endpoints],
+            "listener_security_protocol_map": {e.name: e.protocol for e in endpoints},
             "datacenter": info.datacenter,
             # Kafka's tools read the rack; without broker.rack it is the datacenter.
             "rack": info.placement_rack,
@@ -97,24 +100,42 @@ def encode_broker(info: BrokerInfo) -> bytes:
 
 def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
     value = _load(data)
+    endpoints = _endpoints(value.get("endpoints"), value.get("listener_security_protocol_map"))
     host, port = value.get("host"), value.get("port")
     if not isinstance(host, str) or not host or port in (None, -1):
         # Kafka >= 0.10 may leave host/port empty and carry only endpoints.
-        host, port = _first_endpoint(value.get("endpoints"))
+        if not endpoints:
+            raise MalformedZnodeError("broker registration has neither host/port nor endpoints")
+        host, port = endpoints[0].host, endpoints[0].port
     rack = value.get("rack")
     datacenter = value.get("datacenter", rack)
     for what, text in (("datacenter", datacenter), ("rack", rack)):
         if text is not None and not isinstance(text, str):
             raise MalformedZnodeError(f"{what} is not a string: {text!r}")
-    return BrokerInfo(broker_id, host, _int(port, "port"), datacenter, rack if rack != datacenter else None)
+    return BrokerInfo(
+        broker_id, host, _int(port, "port"), datacenter, rack if rack != datacenter else None, endpoints=endpoints
+    )
 
 
-def _first_endpoint(endpoints: Any) -> tuple[str, int]:
-    if not isinstance(endpoints, list) or not endpoints or not isinstance(endpoints[0], str):
-        raise MalformedZnodeError("broker registration has neither host/port nor endpoints")
-    _, _, address = endpoints[0].partition("://")
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), _int(port, "endpoint port")
+def _endpoints(endpoints: Any, protocols: Any) -> tuple[Endpoint, ...]:
+    """``["INTERNAL://host:9092", ...]`` with the listener -> protocol map beside it."""
+    if endpoints is None:
+        return ()
+    if not isinstance(endpoints, list) or not all(isinstance(e, str) for e in endpoints):
+        raise MalformedZnodeError(f"endpoints is not a list of strings: {endpoints!r}")
+    if protocols is not None and not isinstance(protocols, dict):
+        raise MalformedZnodeError(f"listener_security_protocol_map is not an object: {protocols!r}")
+    result = []
+    for text in endpoints:
+        name, sep, address = text.partition("://")
+        host, _, port = address.rpartition(":")
+        if not sep or not name or not port:
+            raise MalformedZnodeError(f"endpoint {text!r} is not NAME://HOST:PORT")
+        protocol = (protocols or {}).get(name, name if name in PROTOCOLS else PLAINTEXT)
+        if protocol not in PROTOCOLS:
+            raise MalformedZnodeError(f"listener {name} has an unknown security protocol {protocol!r}")
+        result.append(Endpoint(name, protocol, host.strip("[]"), _int(port, "endpoint port")))
+    return tuple(result)
 
 
 # /brokers/topics/<topic>
@@ -299,12 +320,7 @@ def decode_create_request(data: bytes) -> CreateTopicRequest:
     config = value.get("config", {})
     if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
         raise MalformedZnodeError("create request config is not an object of strings")
-    raw_assignment = value.get("assignment")
-    assignment = None
-    if raw_assignment is not None:
-        if not isinstance(raw_assignment, dict):
-            raise MalformedZnodeError("create request assignment is not an object")
-        assignment = {_int(p, "partition"): _int_list(r, "replicas") for p, r in raw_assignment.items()}
+    assignment = _assignment(value.get("assignment"), "create request")
     return CreateTopicRequest(
         topic_id=topic_id,
         partitions=_int(value.get("partitions"), "partitions"),
@@ -313,6 +329,14 @@ def decode_create_request(data: bytes) -> CreateTopicRequest:
         requested_by=_int(value.get("requested_by", -1), "requested_by"),
         assignment=assignment,
     )
+
+
+def _assignment(raw: Any, what: str) -> dict[int, tuple[int, ...]] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise MalformedZnodeError(f"{what} assignment is not an object")
+    return {_int(p, "partition"): _int_list(r, "replicas") for p, r in raw.items()}
 
 
 # /admin/create_partitions/<topic>: Tributary's own request to grow a topic to a partition count.
@@ -324,17 +348,20 @@ class CreatePartitionsRequest:
     topic_id: str
     partitions: int
     requested_by: int
+    #: new partition -> replicas, when the requester chose them (CreatePartitions assignments).
+    assignment: Mapping[int, tuple[int, ...]] | None = None
 
 
 def encode_create_partitions_request(request: CreatePartitionsRequest) -> bytes:
-    return _dump(
-        {
-            "version": CREATE_PARTITIONS_REQUEST_VERSION,
-            "topic_id": request.topic_id,
-            "partitions": request.partitions,
-            "requested_by": request.requested_by,
-        }
-    )
+    body: dict[str, Any] = {
+        "version": CREATE_PARTITIONS_REQUEST_VERSION,
+        "topic_id": request.topic_id,
+        "partitions": request.partitions,
+        "requested_by": request.requested_by,
+    }
+    if request.assignment is not None:
+        body["assignment"] = {str(p): list(r) for p, r in sorted(request.assignment.items())}
+    return _dump(body)
 
 
 def decode_create_partitions_request(data: bytes) -> CreatePartitionsRequest:
@@ -346,6 +373,7 @@ def decode_create_partitions_request(data: bytes) -> CreatePartitionsRequest:
         topic_id=topic_id,
         partitions=_int(value.get("partitions"), "partitions"),
         requested_by=_int(value.get("requested_by", -1), "requested_by"),
+        assignment=_assignment(value.get("assignment"), "create partitions request"),
     )
 
 

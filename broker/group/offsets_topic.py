@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 
 import trio
 
@@ -23,13 +24,22 @@ CREATE_TIMEOUT_S = 10.0
 
 
 def offsets_topic_config(config: GroupConfig) -> dict[str, str]:
-    # Kafka compacts the topic; our log does not, so "compact" here means "never
-    # delete" (see LogConfig.cleanup_policy), and retention is infinite besides.
+    # Compacted, as Kafka's: the log cleaner keeps the last commit of each group, topic and
+    # partition (and drops tombstones of deleted offsets and groups after delete.retention.ms),
+    # so a coordinator that takes a partition over loads little however many commits were made.
     return {
         "cleanup.policy": "compact",
         "retention.ms": "-1",
         "segment.bytes": str(config.offsets_topic_segment_bytes),
     }
+
+
+def _compacted(current: Mapping[str, str]) -> Mapping[str, str]:
+    """The topic's config with compaction on (``delete`` kept if it was there: an operator's choice)."""
+    policies = [p.strip() for p in current.get("cleanup.policy", "delete").split(",") if p.strip()]
+    if "compact" not in policies:
+        policies.append("compact")
+    return {**current, "cleanup.policy": ",".join(policies)}
 
 
 class OffsetsTopic:
@@ -38,10 +48,29 @@ class OffsetsTopic:
         self._config = config
         # One creation at a time from this broker; the others wait and find the topic.
         self._lock = trio.Lock()
+        self._compaction_checked = False
+
+    async def _ensure_compacted(self) -> None:
+        """A topic made without compaction (by hand, or by another tool) is switched to it, once
+        per broker start: without it the topic grows with every commit and so does every load."""
+        self._compaction_checked = True
+        info = self._registry.snapshot.topics.get(OFFSETS_TOPIC)
+        if info is None or "compact" in info.config.get("cleanup.policy", "delete"):
+            return
+        log.warning(
+            "%s has cleanup.policy=%s: adding compact (its records are kept per key from now on)",
+            OFFSETS_TOPIC, info.config.get("cleanup.policy", "delete"),
+        )  # fmt: skip
+        try:
+            await self._registry.alter_topic_config(OFFSETS_TOPIC, _compacted, timeout=CREATE_TIMEOUT_S)
+        except (ClusterError, TimeoutError) as exc:
+            log.warning("could not switch %s to compaction (tried again at the next start): %s", OFFSETS_TOPIC, exc)
 
     async def ensure(self) -> bool:
         """Creates the topic if it does not exist yet; whether it exists now."""
         if OFFSETS_TOPIC in self._registry.snapshot.topics:
+            if not self._compaction_checked:
+                await self._ensure_compacted()
             return True
         async with self._lock:
             if OFFSETS_TOPIC in self._registry.snapshot.topics:

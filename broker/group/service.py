@@ -31,7 +31,7 @@ from typing import Any
 
 import trio
 
-from tributary.broker.cluster.model import ClusterSnapshot
+from tributary.broker.cluster.model import ClusterSnapshot, same_topic
 from tributary.broker.cluster.registry import ClusterRegistry
 from tributary.broker.group.consumer_group import TopicImage
 from tributary.broker.group.consumer_records import TopicMetadata
@@ -306,7 +306,7 @@ class GroupService:
             led = {p for p, state in info.partitions.items() if state.leader == broker_id}
         owned = set(self.coordinator.owned_partitions)
         before = previous.topics.get(OFFSETS_TOPIC) if previous is not None else None
-        recreated = before is not None and (info is None or info.topic_id != before.topic_id)
+        recreated = before is not None and not same_topic(before, info)
         # A deleted (maybe recreated) topic: nothing carries over.
         lost = owned if recreated else owned - led
         for partition in sorted(lost):
@@ -318,8 +318,7 @@ class GroupService:
         gone = {
             name
             for name, info in previous.topics.items()
-            if name != OFFSETS_TOPIC
-            and (name not in snapshot.topics or snapshot.topics[name].topic_id != info.topic_id)
+            if name != OFFSETS_TOPIC and not same_topic(info, snapshot.topics.get(name))
         }
         if gone:
             await self._apply(self.coordinator.remove_topic_offsets(self._clock(), gone))

@@ -2,9 +2,12 @@
 appended as record batches like any producer's, and read back whole when the
 broker takes over a partition.
 
-The topic is not compacted (the log has no cleaner): every commit stays in it,
-so loading reads everything the partition ever received. Its retention is
-infinite, so nothing a group still needs is ever deleted.
+The topic is compacted (docs/compaction.md): the log cleaner keeps the latest record
+of each key, so loading reads about one record per group, topic and partition plus
+what arrived since the last clean, however many commits were made. A compacted
+log has offset gaps and, for a while, tombstones; a load reads past the first and
+applies the second. Its retention is infinite, so nothing a group still needs is
+ever deleted.
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 Partitions only grow (as in Kafka): a record's partition is its key's hash
 modulo the count, so consumers keyed by partition see new keys land in new
-partitions from then on. Manual assignments are refused like in CreateTopics.
+partitions from then on. A manual assignment places the new partitions itself,
+checked as Kafka checks it: one replica list per new partition, no broker twice,
+the topic's replication factor, and only live brokers (INVALID_REPLICA_ASSIGNMENT,
+naming the unknown ones).
 """
 
 from __future__ import annotations
@@ -28,9 +31,37 @@ log = logging.getLogger(__name__)
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
+def _assignment_problem(
+    ctx: RequestContext, topic: CreatePartitionsRequest.CreatePartitionsTopic, current: int, replication_factor: int
+) -> str | None:
+    """Why a manual assignment of the new partitions cannot be (Kafka's checks), or None."""
+    assert topic.assignments is not None
+    added = topic.count - current
+    if len(topic.assignments) != added:
+        return f"increasing the partition count by {added} but {len(topic.assignments)} assignments provided"
+    for index, entry in enumerate(topic.assignments, start=current):
+        replicas = entry.broker_ids
+        if not replicas:
+            return f"partition {index} is assigned no replicas"
+        if len(set(replicas)) != len(replicas):
+            return f"duplicate brokers in the replica assignment of partition {index}: {replicas}"
+        if len(replicas) != replication_factor:
+            return (
+                f"inconsistent replication factor: the topic has {replication_factor}, "
+                f"partition {index} is assigned {len(replicas)}"
+            )
+    live = ctx.broker.snapshot().brokers
+    unknown = sorted({b for entry in topic.assignments for b in entry.broker_ids} - set(live))
+    if unknown:
+        return f"unknown broker(s) in the replica assignment: {', '.join(map(str, unknown))}"
+    return None
+
+
+def manual_assignment(topic: CreatePartitionsRequest.CreatePartitionsTopic, current: int) -> dict[int, tuple[int, ...]]:
+    return {current + i: tuple(entry.broker_ids) for i, entry in enumerate(topic.assignments or ())}
+
+
 def _invalid(ctx: RequestContext, topic: CreatePartitionsRequest.CreatePartitionsTopic) -> Result | None:
-    if topic.assignments is not None:
-        return Result(topic.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual replica assignment is not supported")
     info = ctx.broker.snapshot().topics.get(topic.name)
     # A topic missing here may be too new for this broker's view: the registry asks ZooKeeper.
     current = len(info.partitions) if info is not None else 0
@@ -42,6 +73,10 @@ def _invalid(ctx: RequestContext, topic: CreatePartitionsRequest.CreatePartition
         )
     if topic.count > MAX_PARTITIONS:
         return Result(topic.name, ErrorCode.INVALID_PARTITIONS, f"partition count must be at most {MAX_PARTITIONS}")
+    if topic.assignments is not None and info is not None:
+        replication_factor = max((len(state.replicas) for state in info.partitions.values()), default=1)
+        if (why := _assignment_problem(ctx, topic, current, replication_factor)) is not None:
+            return Result(topic.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, why)
     return None
 
 
@@ -54,8 +89,12 @@ async def _grow(
         known = topic.name in ctx.broker.snapshot().topics
         code = ErrorCode.NONE if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return Result(topic.name, code, None if known else f"topic {topic.name!r} does not exist")
+    info = ctx.broker.snapshot().topics.get(topic.name)
+    assignment = None
+    if topic.assignments is not None and info is not None:
+        assignment = manual_assignment(topic, len(info.partitions))
     try:
-        await ctx.broker.registry.create_partitions(topic.name, topic.count, timeout=timeout)
+        await ctx.broker.registry.create_partitions(topic.name, topic.count, timeout=timeout, assignment=assignment)
     except UnknownTopicError as exc:
         return Result(topic.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc))
     except (InvalidPartitionsError, TopicCreationRejectedError) as exc:

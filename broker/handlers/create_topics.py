@@ -2,6 +2,8 @@
 
 A replication factor of -1 takes the broker's ``default.replication.factor``; one larger than the
 number of live brokers is refused with INVALID_REPLICATION_FACTOR, as in Kafka, never lowered.
+From v5 a created (or validated) topic is answered with its partition count, replication factor
+and every config with its effective value; from v7 with its topic id.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from tributary.broker.cluster.errors import (
     TopicExistsError,
 )
 from tributary.broker.context import RequestContext
-from tributary.broker.topics import colliding_topics, topic_config_error, topic_name_error
+from tributary.broker.topics import colliding_topics, describe_topic_config, topic_config_error, topic_name_error
 from tributary.protocol.acl import AclOperation, ResourceType
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
@@ -110,17 +112,27 @@ async def _create(
         return _refuse(name, *problem)
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     result = CreateTopicsResponse.CreatableTopicResult(
-        name=name, num_partitions=partitions, replication_factor=replication_factor, error_code=ErrorCode.NONE
+        name=name,
+        num_partitions=partitions,
+        replication_factor=replication_factor,
+        error_code=ErrorCode.NONE,
+        configs=[
+            CreateTopicsResponse.CreatableTopicConfigs(
+                name=e.name, value=e.value, read_only=False, config_source=e.source, is_sensitive=False
+            )
+            for e in describe_topic_config(configs, broker.config.log)
+        ],
     )
     if validate_only:
         return result
     try:
-        await broker.registry.create_topic(
+        info = await broker.registry.create_topic(
             name, partitions, configs, replication_factor=replication_factor, assignment=assignment
         )
     except ClusterError as exc:
         return _refuse(name, _REFUSALS.get(type(exc), ErrorCode.REQUEST_TIMED_OUT), str(exc))
     log.info("created topic %s with %d partitions for %s", name, partitions, ctx.peer)
+    result.topic_id = info.uuid
     return result
 
 

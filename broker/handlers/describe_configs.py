@@ -1,16 +1,20 @@
 """DescribeConfigs: a topic's configs (its overrides, else the broker's defaults),
-or this broker's log defaults.
+or this broker's whole configuration.
 
 Resource types are Kafka's: 2 = topic, 4 = broker (named by its id; "" asks
 for the cluster default, answered the same way since every broker of a
-Tributary cluster takes its defaults from its own TOML).
+Tributary cluster takes its defaults from its own TOML). A broker is described
+by every setting it reads, with its source (its file or flags, or the default)
+and its type; a password-like setting is sensitive and its value null
+(``broker_config_entries``).
 """
 
 from __future__ import annotations
 
+from tributary.broker.broker_config_entries import BrokerConfigEntry, broker_config_entries
 from tributary.broker.context import RequestContext
 from tributary.broker.topic_config_changes import authorization_error
-from tributary.broker.topics import ConfigEntry, describe_broker_config, describe_topic_config
+from tributary.broker.topics import ConfigEntry, describe_topic_config
 from tributary.protocol.acl import AclOperation
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
@@ -22,14 +26,15 @@ Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 
 
-def _entry(entry: ConfigEntry, *, read_only: bool, synonyms: bool) -> Entry:
+def _entry(entry: ConfigEntry | BrokerConfigEntry, *, read_only: bool, synonyms: bool) -> Entry:
+    sensitive = isinstance(entry, BrokerConfigEntry) and entry.sensitive
     return Entry(
         name=entry.name,
         value=entry.value,
         read_only=read_only,
         is_default=entry.is_default,
         config_source=entry.source,
-        is_sensitive=False,
+        is_sensitive=sensitive,
         synonyms=[DescribeConfigsResponse.DescribeConfigsSynonym(entry.name, entry.value, entry.source)]
         if synonyms
         else [],
@@ -52,14 +57,14 @@ def _describe(ctx: RequestContext, resource: DescribeConfigsRequest.DescribeConf
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             result.error_message = f"topic {resource.resource_name!r} does not exist"
             return result
-        entries = describe_topic_config(info.config, broker.config.log)
+        entries: list[ConfigEntry] | list[BrokerConfigEntry] = describe_topic_config(info.config, broker.config.log)
         read_only = False
     elif resource.resource_type == BROKER:
         if resource.resource_name not in ("", str(broker.broker_id)):
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = f"this is broker {broker.broker_id}, not {resource.resource_name}"
             return result
-        entries = describe_broker_config(broker.config.log)
+        entries = broker_config_entries(broker.config)
         read_only = True
     else:
         result.error_code = ErrorCode.INVALID_REQUEST

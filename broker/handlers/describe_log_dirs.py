@@ -3,11 +3,16 @@
 A broker has one data directory, so the answer has one log dir. ``topics``
 null asks for every log; otherwise only the named partitions held here are
 listed. ``offset_lag`` (how far a future replica trails) is always 0: there
-are no future replicas. Describe on the Cluster is needed: without it the answer lists no
-log dir (and, from v3, says CLUSTER_AUTHORIZATION_FAILED), as Kafka's does.
+are no future replicas. From v4 the log dir carries the size of its file
+system and the space left on it (KIP-827). Describe on the Cluster is needed:
+without it the answer lists no log dir (and, from v3, says
+CLUSTER_AUTHORIZATION_FAILED), as Kafka's does.
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 from tributary.broker.context import RequestContext
 from tributary.protocol.acl import AclOperation
@@ -15,6 +20,15 @@ from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 R = DescribeLogDirsResponse
+
+
+def _space(directory: Path) -> tuple[int, int]:
+    """(total, usable) bytes of the file system under ``directory``; (-1, -1) if unknown."""
+    try:
+        stat = os.statvfs(directory)
+    except OSError:
+        return -1, -1
+    return stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize
 
 
 async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
@@ -31,12 +45,15 @@ async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> Descri
         by_topic.setdefault(tp.topic, []).append(
             R.DescribeLogDirsPartition(partition_index=tp.partition, partition_size=size)
         )
+    total, usable = _space(ctx.broker.logs.data_dir)
     return R(
         results=[
             R.DescribeLogDirsResult(
                 error_code=ErrorCode.NONE,
                 log_dir=str(ctx.broker.logs.data_dir),
                 topics=[R.DescribeLogDirsTopic(name=name, partitions=ps) for name, ps in by_topic.items()],
+                total_bytes=total,
+                usable_bytes=usable,
             )
         ]
     )

@@ -3,6 +3,7 @@ or the transactional id's ``__transaction_state`` partition (key type 1).
 
 Either topic is created on the first request, as Kafka does. Describe on the group (or
 transactional id) is needed, else GROUP_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+From v4 one request asks for several keys at once, each answered (and authorized) on its own.
 """
 
 from __future__ import annotations
@@ -15,40 +16,64 @@ from tributary.protocol.messages import FindCoordinatorRequest, FindCoordinatorR
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+#: From this version a request names several keys (KIP-699).
+BATCHED_KEYS_VERSION = 4
+
+Coordinator = FindCoordinatorResponse.Coordinator
 
 
-def _unauthorized(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse | None:
-    if request.key_type == GROUP_KEY_TYPE:
+def _unauthorized(ctx: RequestContext, key: str, key_type: int) -> ErrorCode | None:
+    if key_type == GROUP_KEY_TYPE:
         resource_type, code = ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED
-    elif request.key_type == TRANSACTION_KEY_TYPE:
+    elif key_type == TRANSACTION_KEY_TYPE:
         resource_type, code = ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
         return None
-    if ctx.authorize(AclOperation.DESCRIBE, resource_type, request.key):
-        return None
-    return FindCoordinatorResponse(error_code=code, error_message=code.name, node_id=-1, host="", port=-1)
+    return None if ctx.authorize(AclOperation.DESCRIBE, resource_type, key) else code
 
 
-async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
-    if (refused := _unauthorized(ctx, request)) is not None:
-        return refused
+async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    if (refused := _unauthorized(ctx, key, key_type)) is not None:
+        return Coordinator(key=key, error_code=refused, error_message=refused.name, node_id=-1, host="", port=-1)
     error: ErrorCode
     coordinator: BrokerInfo | None
-    if request.key_type == GROUP_KEY_TYPE:
-        error, coordinator = await ctx.broker.offsets_topic.coordinator_for(request.key)
-    elif request.key_type == TRANSACTION_KEY_TYPE:
-        if not request.key:
+    if key_type == GROUP_KEY_TYPE:
+        error, coordinator = await ctx.broker.offsets_topic.coordinator_for(key)
+    elif key_type == TRANSACTION_KEY_TYPE:
+        if not key:
             error, coordinator = ErrorCode.INVALID_REQUEST, None
         else:
-            error, coordinator = await ctx.broker.transaction_topic.coordinator_for(request.key)
+            error, coordinator = await ctx.broker.transaction_topic.coordinator_for(key)
     else:
         error, coordinator = ErrorCode.INVALID_REQUEST, None
     if coordinator is None:
-        return FindCoordinatorResponse(error_code=error, error_message=error.name, node_id=-1, host="", port=-1)
+        return Coordinator(key=key, error_code=error, error_message=error.name, node_id=-1, host="", port=-1)
+    # The coordinator's address on the listener this client uses.
+    address = coordinator.address(ctx.listener)
+    if address is None:
+        return Coordinator(
+            key=key,
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            error_message=f"the coordinator has no listener {ctx.listener}",
+            node_id=-1,
+            host="",
+            port=-1,
+        )
+    return Coordinator(
+        key=key, error_code=ErrorCode.NONE, error_message=None, node_id=coordinator.id, host=address[0], port=address[1]
+    )
+
+
+async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    if ctx.api_version >= BATCHED_KEYS_VERSION:
+        return FindCoordinatorResponse(
+            coordinators=[await _find(ctx, key, request.key_type) for key in request.coordinator_keys]
+        )
+    found = await _find(ctx, request.key, request.key_type)
     return FindCoordinatorResponse(
-        error_code=ErrorCode.NONE,
-        error_message=None,
-        node_id=coordinator.id,
-        host=coordinator.host,
-        port=coordinator.port,
+        error_code=found.error_code,
+        error_message=found.error_message,
+        node_id=found.node_id,
+        host=found.host,
+        port=found.port,
     )

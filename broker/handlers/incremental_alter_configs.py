@@ -6,6 +6,7 @@ import logging
 
 from tributary.broker.context import RequestContext
 from tributary.broker.topic_config_changes import authorization_error, change_or_refuse, incremental
+from tributary.broker.topics import topic_defaults
 from tributary.protocol.acl import AclOperation
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
@@ -19,7 +20,10 @@ async def _alter(
     refused = authorization_error(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
     code, message = refused or await change_or_refuse(
         ctx.broker, resource.resource_type, resource.resource_name,
-        lambda: incremental([(c.name, c.config_operation, c.value) for c in resource.configs]), validate_only,
+        lambda: incremental(
+            [(c.name, c.config_operation, c.value) for c in resource.configs], topic_defaults(ctx.broker.config.log)
+        ),
+        validate_only,
     )  # fmt: skip
     if code == ErrorCode.NONE and not validate_only:
         log.info("config of topic %s changed for %s", resource.resource_name, ctx.peer)

@@ -11,11 +11,19 @@ and a writer reconciling against the end (the mirror) would write that data agai
 does, a consumer's ListOffsets gets OFFSET_NOT_AVAILABLE (retriable) until the high watermark has
 reached the log end the leader had when its epoch began (LEADER_NOT_AVAILABLE before v5, which
 predates that error).
+
+Besides a timestamp, Kafka's special values: LATEST (-1, the high watermark), EARLIEST (-2, the
+log start offset, which DeleteRecords moves), MAX_TIMESTAMP (-3, KIP-734, v7: the record with
+the largest timestamp), EARLIEST_LOCAL (-4, KIP-405, v8: the earliest offset on this broker's
+disk, which without tiered storage is the log start offset) and LATEST_TIERED (-5, KIP-1005, v9:
+the last offset in tiered storage, of which there is none here: -1, as Kafka answers when
+remote storage is off). v10's timeout is for reads from remote storage and has nothing to bound.
 """
 
 from __future__ import annotations
 
 from tributary.broker.context import RequestContext
+from tributary.broker.log.log import PartitionLog
 from tributary.broker.log.reads import Isolation
 from tributary.broker.partitions import leader_epoch_error
 from tributary.protocol.acl import AclOperation, ResourceType
@@ -25,10 +33,37 @@ from tributary.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 #: The replica id of a consumer (anything else is a broker or a debugging tool).
 CONSUMER_REPLICA_ID = -1
 #: The first ListOffsets version that knows OFFSET_NOT_AVAILABLE (KIP-207).
 OFFSET_NOT_AVAILABLE_VERSION = 5
+
+
+def _answer(
+    out: ListOffsetsResponse.ListOffsetsPartitionResponse, plog: PartitionLog, timestamp: int, isolation: Isolation
+) -> None:
+    """The offset (and timestamp) the log answers for ``timestamp`` or a special value, as a reader
+    at ``isolation`` may see it."""
+    if timestamp == LATEST:
+        out.offset = plog.visible_end_offset(isolation)
+    elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+        out.offset = plog.log_start_offset
+    elif timestamp == LATEST_TIERED:
+        out.offset, out.timestamp, out.leader_epoch = -1, -1, -1
+    elif timestamp < 0 and timestamp != MAX_TIMESTAMP:
+        out.error_code = ErrorCode.UNSUPPORTED_VERSION
+    else:
+        found = (
+            plog.offset_of_max_timestamp(isolation)
+            if timestamp == MAX_TIMESTAMP
+            else plog.offset_for_timestamp(timestamp, isolation)
+        )
+        if found is None or found[0] >= plog.visible_end_offset(isolation):
+            out.offset, out.timestamp = -1, -1  # no record at or after it: Kafka's "unknown"
+        else:
+            out.offset, out.timestamp = found
 
 
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -67,17 +102,6 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 )
                 continue
             out.leader_epoch = target.leader_epoch
-            if req.timestamp == LATEST:
-                out.offset = plog.visible_end_offset(isolation)
-            elif req.timestamp == EARLIEST:
-                out.offset = plog.log_start_offset
-            elif req.timestamp < 0:
-                out.error_code = ErrorCode.UNSUPPORTED_VERSION
-            else:
-                found = plog.offset_for_timestamp(req.timestamp, isolation)
-                if found is None or found[0] >= plog.visible_end_offset(isolation):
-                    out.offset, out.timestamp = -1, -1  # no record at or after it: Kafka's "unknown"
-                else:
-                    out.offset, out.timestamp = found
+            _answer(out, plog, req.timestamp, isolation)
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(topics=topics)

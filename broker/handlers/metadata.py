@@ -2,12 +2,15 @@
 
 Every broker answers for the whole cluster, so a client bootstrapping from any
 broker finds every partition's leader. A requested topic that does not exist
-is created when auto-creation is on and the request allows it (v4+).
+is created when auto-creation is on and the request allows it (v4+). From v10
+every topic carries its id; v12 may ask for topics by id alone (name null), and
+an id nobody knows gets UNKNOWN_TOPIC_ID.
 
 Authorization, as Kafka's: an all-topics request shows only the topics the principal may
 Describe (the others are left out, not refused); a named topic it may not Describe gets
 TOPIC_AUTHORIZATION_FAILED whether or not it exists (nothing is disclosed); auto-creating one
-needs Create on the Cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED too.
+needs Create on the Cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED too. A topic asked
+for by id that the principal may not Describe gets TOPIC_AUTHORIZATION_FAILED without its name.
 """
 
 from __future__ import annotations
@@ -48,7 +51,11 @@ def _topic(snapshot: ClusterSnapshot, info: TopicInfo) -> MetadataResponse.Metad
             )
         )
     return MetadataResponse.MetadataResponseTopic(
-        error_code=ErrorCode.NONE, name=info.name, is_internal=info.name.startswith("__"), partitions=partitions
+        error_code=ErrorCode.NONE,
+        name=info.name,
+        topic_id=info.uuid,
+        is_internal=info.name.startswith("__"),
+        partitions=partitions,
     )
 
 
@@ -79,8 +86,19 @@ async def _auto_create(ctx: RequestContext, name: str) -> ErrorCode | None:
     return None
 
 
-def _unknown(name: str, error: ErrorCode) -> MetadataResponse.MetadataResponseTopic:
+def _unknown(name: str | None, error: ErrorCode) -> MetadataResponse.MetadataResponseTopic:
     return MetadataResponse.MetadataResponseTopic(error_code=error, name=name)
+
+
+def _by_id(ctx: RequestContext, topic: MetadataRequest.MetadataRequestTopic) -> MetadataResponse.MetadataResponseTopic:
+    """A topic asked for by id alone (v10+ allows a null name; Kafka serves it from v12)."""
+    snapshot = ctx.broker.snapshot()
+    info = snapshot.topic_by_uuid(topic.topic_id)
+    if info is None or not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
+        out = _unknown(None, ErrorCode.UNKNOWN_TOPIC_ID if info is None else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        out.topic_id = topic.topic_id
+        return out
+    return _topic(snapshot, info)
 
 
 def _not_created(ctx: RequestContext, name: str, allow_create: bool, snapshot: ClusterSnapshot) -> ErrorCode | None:
@@ -125,8 +143,13 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         topics = [_topic(snapshot, info) for name, info in sorted(snapshot.topics.items()) if name in described]
     else:
         allow_create = broker.config.auto_create_topics and (ctx.api_version < 4 or request.allow_auto_topic_creation)
-        topics = [await _describe(ctx, t.name, allow_create) for t in request.topics if t.name is not None]
+        topics = [
+            await _describe(ctx, t.name, allow_create) if t.name is not None else _by_id(ctx, t) for t in request.topics
+        ]
         snapshot = broker.snapshot()
+    # Each broker at its address on the listener this client came in on (Kafka's rule); a
+    # broker without that listener is left out.
+    addresses = {b.id: b.address(ctx.listener) for b in snapshot.brokers.values()}
     if request.include_topic_authorized_operations:
         for topic in topics:
             if topic.error_code == ErrorCode.NONE and topic.name is not None:
@@ -137,8 +160,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     return MetadataResponse(
         cluster_authorized_operations=cluster_operations,
         brokers=[
-            MetadataResponse.MetadataResponseBroker(node_id=b.id, host=b.host, port=b.port, rack=b.rack)
+            MetadataResponse.MetadataResponseBroker(node_id=b.id, host=address[0], port=address[1], rack=b.rack)
             for b in sorted(snapshot.brokers.values(), key=lambda b: b.id)
+            if (address := addresses[b.id]) is not None
         ],
         cluster_id=snapshot.cluster_id,
         controller_id=snapshot.controller_id if snapshot.controller_id is not None else -1,

@@ -14,6 +14,11 @@ is once every in-sync replica has them; REQUEST_TIMED_OUT after the request's
 timeout, NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile, and
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum while it
 waited (the records are written, but not as durably as asked).
+
+Every version from 0 is served: v0-v2 exist for the clients that decide by the range
+(librdkafka up to 2.11 compresses with gzip, snappy or lz4 only when v0 is in it); what
+they carry is held to the same rule as v3+, so a magic 0 or 1 message set still gets
+INVALID_RECORD. From v10 a NOT_LEADER_OR_FOLLOWER answer names the leader (KIP-951).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import trio
 
 from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.group.placement import OFFSETS_TOPIC
+from tributary.broker.leader_hints import HINTED_ERRORS, endpoints, leader_hint
 from tributary.broker.log.errors import LogError, StorageError
 from tributary.broker.partitions import Partition
 from tributary.broker.txn.placement import TRANSACTION_STATE_TOPIC
@@ -184,4 +190,24 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         return None
     if waits:
         await _await_replication(ctx, waits, deadline)
-    return ProduceResponse(responses=topics)
+    return _with_leader_hints(ctx, ProduceResponse(responses=topics))
+
+
+#: From this version a refused partition names its leader, and the response its address (KIP-951).
+LEADER_HINT_VERSION = 10
+
+
+def _with_leader_hints(ctx: RequestContext, response: ProduceResponse) -> ProduceResponse:
+    if ctx.api_version < LEADER_HINT_VERSION:
+        return response
+    snapshot = ctx.broker.snapshot()
+    named: set[int] = set()
+    for topic in response.responses:
+        for p in topic.partition_responses:
+            if p.error_code in HINTED_ERRORS:
+                hint = leader_hint(snapshot, topic.name, p.index)
+                p.current_leader = ProduceResponse.LeaderIdAndEpoch(*hint)
+                if hint.leader_id >= 0:
+                    named.add(hint.leader_id)
+    response.node_endpoints = [ProduceResponse.NodeEndpoint(*e) for e in endpoints(snapshot, named, ctx.listener)]
+    return response

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from tributary.broker.log import swap
 from tributary.broker.log.config import FULL, LogConfig
 from tributary.broker.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from tributary.broker.log.errors import (
@@ -47,15 +48,15 @@ from tributary.broker.log.producer_snapshots import (
 from tributary.broker.log.producer_state import CompletedTxn, ProducerStateManager
 from tributary.broker.log.reads import READ_UNCOMMITTED, FileRegion, Isolation, ReadResult
 from tributary.broker.log.segment import (
-    INDEX_SUFFIX,
     INT32_MAX,
     LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
+    SEGMENT_SUFFIXES,
     Segment,
     parse_segment_file_name,
     scan_batches,
 )
-from tributary.broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, collect_aborted
+from tributary.broker.log.txn_index import AbortedTxn, collect_aborted
+from tributary.protocol.compression import Compression
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError, ProtocolError
 from tributary.protocol.records import (
@@ -68,35 +69,42 @@ from tributary.protocol.records import (
     iter_records,
     parse_batch_header,
     read_marker,
+    recompress_batch,
     set_base_offset,
     set_partition_leader_epoch,
     stamp_log_append_time,
     verify_crc,
 )
 
-__all__ = ["AppendResult", "FileRegion", "PartitionLog", "ReadResult"]
+__all__ = ["AppendResult", "FileRegion", "PartitionLog", "ReadResult", "SwapRefusedError"]
 
 
-def _first_record_at(segment: Segment, header: BatchHeader, timestamp: int) -> tuple[int, int]:
-    """(offset, timestamp) of the batch's first record stamped at or after ``timestamp``.
+class SwapRefusedError(Exception):
+    """Cleaned segments that no longer fit the log (it changed while they were written)."""
+
+
+def _first_record_at(segment: Segment, header: BatchHeader, timestamp: int, min_offset: int = 0) -> tuple[int, int]:
+    """(offset, timestamp) of the batch's first record at or after ``min_offset`` (the log start)
+    stamped at or after ``timestamp``.
 
     A batch stamped with the log's append time gives every record its maximum
     timestamp, and a control batch holds one marker: both answer with their
     first offset. A batch that cannot be read whole answers the same way (the
     answer is then up to a batch early, as before; it is never past a record)."""
+    first = max(header.base_offset, min_offset)
     if header.timestamp_type == LOG_APPEND_TIME or header.is_control:
-        return header.base_offset, header.max_timestamp
+        return first, header.max_timestamp
     found = segment.locate(header.base_offset)
     if found is None:
-        return header.base_offset, header.max_timestamp
+        return first, header.max_timestamp
     try:
         data = os.pread(segment.fd, header.size, found[0])
         for record in iter_records(data, check_crc=False):
-            if record.timestamp >= timestamp:
+            if record.offset >= min_offset and record.timestamp >= timestamp:
                 return record.offset, record.timestamp
     except (OSError, ProtocolError) as exc:
         log.warning("offset for timestamp %d: batch at offset %d unreadable (%s)", timestamp, header.base_offset, exc)
-    return header.base_offset, header.max_timestamp
+    return first, header.max_timestamp
 
 
 log = logging.getLogger(__name__)
@@ -130,12 +138,18 @@ class PartitionLog:
         producers: ProducerStateManager,
         *,
         epochs: LeaderEpochCache | None = None,
+        log_start_offset: int = 0,
     ) -> None:
         self._dir = directory
         #: May be replaced at any time (topic config changes); read at each use.
         self.config = config
         self._segments: tuple[Segment, ...] = tuple(segments)
         self._bases = [s.base_offset for s in self._segments]
+        # The first offset a consumer may read (DeleteRecords moves it into a segment, KIP-107);
+        # never below the first segment's base offset, never past the log end.
+        self._log_start_offset = min(
+            max(log_start_offset, self._segments[0].base_offset), self._segments[-1].next_offset
+        )
         self._recovery_point = recovery_point
         self._producers = producers
         #: Where each leader epoch starts here (KIP-101), kept with the log's every change.
@@ -158,6 +172,9 @@ class PartitionLog:
         # Opening may have created or deleted segment files.
         self._dir_dirty = True
         self._truncations = 0
+        #: The lowest offset this log was truncated to since the log cleaner last looked: what it
+        #: had cleaned from there on is gone, so its first dirty offset must not lie beyond it.
+        self.lowest_truncation: int | None = None
         #: Why the disk under this log last failed, until an append or flush succeeds again.
         self.storage_error: str | None = None
         #: Appends and flushes the disk failed, since the log was opened.
@@ -178,8 +195,10 @@ class PartitionLog:
         *,
         clean_shutdown: bool = False,
         now_ms: int | None = None,
+        log_start_offset: int = 0,
     ) -> PartitionLog:
-        """Opens (or creates) the log in ``directory``.
+        """Opens (or creates) the log in ``directory``; ``log_start_offset`` is where the log
+        start offset checkpoint says it starts (DeleteRecords), if later than its first segment.
 
         The active (last) segment is always validated batch by batch and
         re-indexed: it is where torn writes land, and a corrupt batch must never
@@ -234,14 +253,14 @@ class PartitionLog:
                 segment.seal()  # restores the final time entry a crash after a roll may have lost
             segments[-1].activate()
             producers = _recover_producer_state(path, segments, rebuild_from, now_ms)
-            epochs = _load_epochs(path, segments)
+            epochs = _load_epochs(path, segments, log_start_offset)
         except BaseException:
             for segment in segments:
                 segment.retire()
             raise
         log_end = segments[-1].next_offset
         recovery_point = log_end if clean_shutdown else min(recovery_point, log_end)
-        return cls(path, config, segments, recovery_point, producers, epochs=epochs)
+        return cls(path, config, segments, recovery_point, producers, epochs=epochs, log_start_offset=log_start_offset)
 
     # --- the log's extent -------------------------------------------------------
 
@@ -251,7 +270,47 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        """The first offset consumers may read: the first segment's base offset, or later once
+        DeleteRecords (or the leader's, on a follower) moved it into that segment."""
+        return max(self._log_start_offset, self._segments[0].base_offset)
+
+    def advance_log_start_offset(self, offset: int) -> int:
+        """DeleteRecords (KIP-107): nothing below ``offset`` is served any more, and the segments
+        wholly below it are deleted now (never the active one). ``offset`` may not pass the high
+        watermark (OffsetOutOfRangeError, nothing changes); one at or below the current start
+        changes nothing. Returns the log start offset. The log manager's checkpoint
+        (``log-start-offset-checkpoint``) keeps it across restarts."""
+        self._check_open()
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.high_watermark)
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        return self._move_log_start(offset)
+
+    def follow_log_start_offset(self, leader_start: int) -> None:
+        """A follower takes its leader's log start offset (from a fetch response), as far as its
+        own log reaches: what the leader deleted is deleted here too."""
+        if not self._closed and leader_start > self.log_start_offset:
+            self._move_log_start(min(leader_start, self.log_end_offset))
+
+    def _move_log_start(self, offset: int) -> int:
+        segments = self._segments
+        doomed = 0
+        while doomed < len(segments) - 1 and segments[doomed + 1].base_offset <= offset:
+            doomed += 1
+        with self._lock:
+            self._log_start_offset = offset
+            if doomed:
+                self._segments = segments[doomed:]
+                self._bases = self._bases[doomed:]
+                self._dir_dirty = True
+        for segment in segments[:doomed]:
+            segment.delete_files()
+        delete_snapshots(self._dir, below=self.log_start_offset)
+        self._producers.truncate_head(offset)
+        self.epochs.truncate_from_start(offset)
+        self._write_epochs()
+        return offset
 
     @property
     def log_end_offset(self) -> int:
@@ -358,6 +417,9 @@ class PartitionLog:
             self._producers.check_coordinator_batches(header for _, header in batches)
             duplicate = None
         else:
+            if config.stored_codec is not None:
+                # compression.type names a codec: the one place an append decompresses.
+                buf, batches = _recompressed(buf, batches, config.stored_codec, config)
             duplicate = self._producers.check(header for _, header in batches)
         if duplicate is not None:
             return AppendResult(
@@ -477,13 +539,14 @@ class PartitionLog:
         if not segment.size:
             return segment
         config = self.config
-        # As Kafka: segment.ms is measured in record time from the segment's
-        # first batch, in broker time only when batches carry no timestamps.
+        # As Kafka: segment.ms (or, compacted, max.compaction.lag.ms if shorter) is measured
+        # in record time from the segment's first batch, in broker time only when batches
+        # carry no timestamps.
         first_timestamp = segment.first_timestamp()
         waited = max_timestamp - first_timestamp if first_timestamp >= 0 else now_ms - segment.created_ms
         if (
             segment.size + size > config.segment_bytes
-            or waited > config.segment_ms
+            or waited > config.roll_ms
             or segment.index_full(config.segment_index_bytes)
             or last_offset - segment.base_offset > INT32_MAX
         ):
@@ -526,7 +589,7 @@ class PartitionLog:
         result pins its segments until closed: use it in a ``with`` block."""
         self._check_open()
         segments, bases = self._segments, self._bases
-        start, end = segments[0].base_offset, segments[-1].next_offset
+        start, end = self.log_start_offset, segments[-1].next_offset
         if not start <= offset <= end:
             raise OffsetOutOfRangeError(offset, start, end)
         visible = self.visible_end_offset()
@@ -572,14 +635,31 @@ class PartitionLog:
         decompress; without this, every hour boundary of an audit (and every
         seek by time) would land on a batch's first record, up to a batch early."""
         self._check_open()
+        start = self.log_start_offset
         for segment in self._segments:
-            if segment.max_timestamp >= timestamp:
-                header = segment.find_timestamp(timestamp)
-                if header is not None:
-                    if header.base_offset >= self.visible_end_offset(isolation):
-                        return None
-                    return _first_record_at(segment, header, timestamp)
+            if segment.max_timestamp < timestamp:
+                continue
+            header = segment.find_timestamp(timestamp)
+            if header is not None and header.last_offset < start:
+                # Below what DeleteRecords left: the first later batch that reaches the time.
+                header = next(
+                    (h for h in segment.iter_headers() if h.last_offset >= start and h.max_timestamp >= timestamp),
+                    None,
+                )
+            if header is None:
+                continue
+            if header.base_offset >= self.visible_end_offset(isolation):
+                return None
+            return _first_record_at(segment, header, timestamp, start)
         return None
+
+    def offset_of_max_timestamp(self, isolation: Isolation = READ_UNCOMMITTED) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first visible record stamped with the largest timestamp in
+        the log (ListOffsets' MAX_TIMESTAMP, KIP-734); None for an empty log, or when that
+        record is not visible yet (Kafka's answer then is "unknown" too)."""
+        self._check_open()
+        largest = max((segment.max_timestamp for segment in self._segments), default=-1)
+        return None if largest < 0 else self.offset_for_timestamp(largest, isolation)
 
     # --- flushing ---------------------------------------------------------------
 
@@ -718,18 +798,22 @@ class PartitionLog:
 
     def truncate_to(self, offset: int, now_ms: int | None = None) -> None:
         """Removes every batch from ``offset`` on; ``offset`` must be a batch
-        boundary (a batch's base offset or the log end). For a follower that
-        diverged from its leader."""
+        boundary (a batch's base offset or the log end) or lie in a gap compaction
+        left. For a follower that diverged from its leader."""
         self._check_open()
         segments = self._segments
         if offset >= segments[-1].next_offset:
             return
-        if offset < segments[0].base_offset:
-            raise OffsetOutOfRangeError(offset, segments[0].base_offset, segments[-1].next_offset)
+        if offset < self.log_start_offset:
+            if offset < segments[0].base_offset:
+                raise OffsetOutOfRangeError(offset, segments[0].base_offset, segments[-1].next_offset)
+            # Below what DeleteRecords left (Kafka's rule): nothing the log still serves is kept.
+            self.truncate_fully_and_start_at(offset, now_ms)
+            return
         i = bisect_right(self._bases, offset) - 1
         if offset == segments[i].base_offset and i > 0:
             i -= 1  # the whole segment goes; the one before becomes active
-        elif not segments[i].is_batch_boundary(offset):
+        elif not segments[i].is_truncation_point(offset):
             raise ValueError(f"offset {offset} is not a batch boundary")
         keep, doomed = segments[: i + 1], segments[i + 1 :]
         with self._lock:
@@ -740,6 +824,7 @@ class PartitionLog:
             self._dir_dirty = True
         for segment in doomed:
             segment.delete_files()
+        self._note_truncation(offset)
         active = keep[-1]
         active.truncate_to(offset)
         active.activate()
@@ -749,6 +834,49 @@ class PartitionLog:
         self.epochs.truncate_from_end(offset)
         self._write_epochs()
         self._high_watermark = min(self._high_watermark, offset)
+
+    # --- compaction ---------------------------------------------------------------
+
+    def replace_segments(
+        self, old: Sequence[Segment], base: int, now_ms: int, reached: Callable[[str], None] = lambda _p: None
+    ) -> Segment:
+        """Puts the cleaned segment ``base`` (its ``.cleaned`` files written and fsynced by the
+        log cleaner) in place of ``old``, consecutive closed segments of this log, atomically
+        (:func:`swap.install`). Raises :class:`SwapRefusedError`, changing nothing, when ``old``
+        is no longer what the log holds there (retention, truncation or a close came between);
+        the caller then discards the cleaned files. Readers holding the old segments keep them
+        until they let go."""
+        self._check_open()
+        segments = self._segments
+        first = next((i for i, s in enumerate(segments) if s is old[0]), None)
+        if (
+            first is None
+            or tuple(segments[first : first + len(old)]) != tuple(old)
+            or first + len(old) >= len(segments)  # the active segment is never cleaned
+            or old[0].base_offset != base
+        ):
+            raise SwapRefusedError(f"{self._dir}: the segments cleaned from {base} changed meanwhile")
+        swap.install(self._dir, base, [s.base_offset for s in old], reached)
+        new = Segment(self._dir, base, now_ms)
+        try:
+            try:
+                new.load_tail()
+            except CorruptRecordError as exc:
+                log.warning("%s: cleaned segment %d is inconsistent (%s): recovering it", self._dir, base, exc)
+                new.recover(self.config.index_interval_bytes, sys.maxsize)
+            new.seal()
+        except BaseException:
+            new.retire()
+            raise
+        with self._lock:
+            self._segments = (*segments[:first], new, *segments[first + len(old) :])
+            self._bases = [s.base_offset for s in self._segments]
+            # The renames become durable with the directory's fsync in the next flush, soon.
+            self._dir_dirty = True
+            self._rolled_unflushed = True
+        for segment in old:
+            segment.retire()  # its files are gone already; readers keep the descriptors they pinned
+        return new
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
         """Empties the log and starts it again at ``offset``: a follower whose leader deleted
@@ -761,16 +889,22 @@ class PartitionLog:
         with self._lock:
             self._segments = (new,)
             self._bases = [offset]
+            self._log_start_offset = offset
             self._truncations += 1
             self._recovery_point = offset
             self._dir_dirty = True
         for segment in old:
             segment.delete_files()
+        self._note_truncation(0)
         delete_snapshots(self._dir)
         self._producers = ProducerStateManager()
         self.epochs.truncate_from_end(-1)
         self._write_epochs()
         self._high_watermark = offset
+
+    def _note_truncation(self, offset: int) -> None:
+        low = self.lowest_truncation
+        self.lowest_truncation = offset if low is None else min(low, offset)
 
     def close(self) -> None:
         """Flushes, saves the producer state for the next open, closes the
@@ -806,7 +940,8 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
     """(position, header) of each batch, all checked before any is written: the header,
     the CRC, and (``record.validation = full``, the default) that the records agree with
     the header, walked without building them and, when compressed, decompressed in pieces
-    up to ``max.decompression.ratio`` times ``max.message.bytes``."""
+    up to ``max.decompression.ratio`` times ``max.message.bytes``; a compacted log refuses
+    records without a key then."""
     max_message_bytes = config.max_message_bytes
     check_all = config.record_validation == FULL
     batches: list[tuple[int, BatchHeader]] = []
@@ -828,7 +963,10 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
         if header.producer_id >= 0 and header.base_sequence < 0:
             raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
         if check_all:
-            check_records(buf, pos, header, max_size=config.max_decompressed_bytes)
+            keyless = check_records(buf, pos, header, max_size=config.max_decompressed_bytes)
+            if keyless and config.compacts:
+                # Kafka's LogValidator: compaction keeps one record per key, and these have none.
+                raise InvalidRecordError(f"compacted topic cannot accept {keyless} records without a key")
         batches.append((pos, header))
         pos += header.size
     if not batches:
@@ -836,9 +974,29 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
     return batches
 
 
+def _recompressed(
+    buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: Compression, config: LogConfig
+) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+    """The batches with their records in ``codec`` (those in it already copied as they are),
+    each held to ``max.message.bytes`` again (Kafka's rule: the stored size counts)."""
+    if all(header.compression == codec for _, header in batches):
+        return buf, batches
+    out = bytearray()
+    placed: list[tuple[int, BatchHeader]] = []
+    for pos, header in batches:
+        batch = recompress_batch(buf, pos, header, codec, max_size=config.max_decompressed_bytes)
+        if len(batch) > config.max_message_bytes:
+            raise RecordTooLargeError(len(batch), config.max_message_bytes)
+        placed.append((len(out), parse_batch_header(batch)))
+        out += batch
+    return out, placed
+
+
 def _discover(path: Path) -> list[int]:
-    """Base offsets of the segments in ``path``; removes index files without
+    """Base offsets of the segments in ``path``; finishes or undoes a swap of cleaned
+    segments a crash interrupted (:func:`swap.recover`), removes index files without
     a segment and temporary files a crash left."""
+    swap.recover(path)
     bases: set[int] = set()
     indexes: list[tuple[int, str]] = []
     for entry in os.scandir(path):
@@ -850,7 +1008,7 @@ def _discover(path: Path) -> list[int]:
         if base is not None:
             bases.add(base)
             continue
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        for suffix in SEGMENT_SUFFIXES[1:]:
             base = parse_segment_file_name(name, suffix)
             if base is not None:
                 indexes.append((base, entry.path))
@@ -947,7 +1105,7 @@ def _recover_producer_state(
     return state
 
 
-def _load_epochs(path: Path, segments: Sequence[Segment]) -> LeaderEpochCache:
+def _load_epochs(path: Path, segments: Sequence[Segment], log_start_offset: int = 0) -> LeaderEpochCache:
     """The leader-epoch checkpoint, cut to the log as recovery left it; rebuilt from the batch
     headers when it is missing or unreadable (a log from before replication, a lost file)."""
     checkpoint = path / LEADER_EPOCH_CHECKPOINT
@@ -962,6 +1120,6 @@ def _load_epochs(path: Path, segments: Sequence[Segment]) -> LeaderEpochCache:
                 log.warning("%s: corrupt batch while rebuilding the leader-epoch cache: %s", segment.log_path, exc)
                 break
     cache.truncate_from_end(segments[-1].next_offset)
-    cache.truncate_from_start(segments[0].base_offset)
+    cache.truncate_from_start(min(max(segments[0].base_offset, log_start_offset), segments[-1].next_offset))
     cache.write()
     return cache

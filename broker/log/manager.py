@@ -1,8 +1,10 @@
 """All partition logs of one data directory.
 
 The data directory holds one ``<topic>-<partition>/`` directory per log, Kafka's
-``recovery-point-offset-checkpoint`` and, between a clean shutdown and the next
-start, the ``.kafka_cleanshutdown`` marker that lets that start skip recovery.
+``recovery-point-offset-checkpoint``, ``replication-offset-checkpoint`` (high
+watermarks), ``log-start-offset-checkpoint`` (where DeleteRecords left each log
+starting, when that is inside its first segment) and, between a clean shutdown and
+the next start, the ``.kafka_cleanshutdown`` marker that lets that start skip recovery.
 
 The broker drives it: :meth:`LogManager.flush_due` says which logs to flush
 (it runs ``log.flush`` in a worker thread), :meth:`checkpoint_recovery_points`
@@ -34,6 +36,9 @@ log = logging.getLogger(__name__)
 #: Kafka's file of high watermarks, one per data directory: where a replica's committed data
 #: ended when it last checkpointed (a follower that restarts truncates no lower than this).
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+#: Kafka's file of log start offsets, one per data directory: DeleteRecords moves a log's start
+#: into its first segment, which the segment files alone cannot tell after a restart.
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 # Kafka's legal topic names; anything else in the data directory is not a log.
@@ -76,6 +81,14 @@ def default_max_open_logs() -> int:
     if soft == resource.RLIM_INFINITY:
         return 100_000
     return max(16, (soft - min(FD_RESERVE, soft // 2)) // FDS_PER_LOG)
+
+
+def _read_or_empty(path: Path, consequence: str) -> dict[tuple[str, int], int]:
+    try:
+        return read_checkpoint(path)
+    except (ValueError, UnicodeDecodeError) as exc:
+        log.warning("%s is unreadable (%s): %s", path, exc, consequence)
+        return {}
 
 
 class TopicPartition(NamedTuple):
@@ -121,6 +134,7 @@ class LogManager:
         self._offline_points: dict[TopicPartition, int] = {}
         self._last_checkpoint: dict[tuple[str, int], int] | None = None
         self._last_hw_checkpoint: dict[tuple[str, int], int] | None = None
+        self._last_start_checkpoint: dict[tuple[str, int], int] | None = None
         self._closed = False
         self._on_flush: Callable[[float], None] | None = None
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -134,13 +148,13 @@ class LogManager:
             # Recovering every segment is slow but safe.
             log.warning("%s is unreadable (%s): recovering every log from its start", checkpoint_path, exc)
             recovery_points = {}
-        hw_path = self.data_dir / HIGH_WATERMARK_CHECKPOINT
-        try:
-            # High watermarks of the logs that are not open (all, until they are opened).
-            self._high_watermarks: dict[tuple[str, int], int] = dict(read_checkpoint(hw_path))
-        except (ValueError, UnicodeDecodeError) as exc:
-            log.warning("%s is unreadable (%s): high watermarks start at 0", hw_path, exc)
-            self._high_watermarks = {}
+        # High watermarks and log start offsets of the logs that are not open (all, until they
+        # are opened). An unreadable log start checkpoint may serve records DeleteRecords
+        # removed again, never lose any.
+        self._high_watermarks = _read_or_empty(self.data_dir / HIGH_WATERMARK_CHECKPOINT, "high watermarks start at 0")
+        self._log_starts = _read_or_empty(
+            self.data_dir / LOG_START_OFFSET_CHECKPOINT, "logs start at their first segment"
+        )
         try:
             for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
                 tp = parse_partition_dir_name(entry.name)
@@ -241,6 +255,7 @@ class LogManager:
             self._closed_logs[tp],
             clean_shutdown=self._start_clean,
             now_ms=self._now_ms,
+            log_start_offset=self._log_starts.pop((tp.topic, tp.partition), 0),
         )
         opened.on_flush = self._on_flush
         opened.high_watermark = self._high_watermarks.pop((tp.topic, tp.partition), 0)
@@ -256,6 +271,7 @@ class LogManager:
                 continue
             del self._logs[tp]
             self._high_watermarks[tp.topic, tp.partition] = partition_log.high_watermark
+            self._log_starts[tp.topic, tp.partition] = partition_log.log_start_offset
             partition_log.close()  # flushes: its recovery point is its end
             self._closed_logs[tp] = partition_log.recovery_point
             return True
@@ -265,6 +281,7 @@ class LogManager:
         """Deletes the log and its directory; False if there was none."""
         tp = TopicPartition(topic, partition)
         self._high_watermarks.pop((topic, partition), None)
+        self._log_starts.pop((topic, partition), None)
         partition_log = self._logs.pop(tp, None)
         if partition_log is None:
             if self.offline.pop(tp, None) is None and tp not in self._closed_logs:
@@ -363,6 +380,20 @@ class LogManager:
         self._last_hw_checkpoint = marks
         return True
 
+    def log_start_offsets(self) -> dict[tuple[str, int], int]:
+        starts = dict(self._log_starts)
+        starts.update({(tp.topic, tp.partition): plog.log_start_offset for tp, plog in self._logs.items()})
+        return starts
+
+    def checkpoint_log_start_offsets(self) -> bool:
+        """Writes ``log-start-offset-checkpoint`` if a log start offset moved since the last write."""
+        starts = self.log_start_offsets()
+        if starts == self._last_start_checkpoint:
+            return False
+        write_checkpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT, starts)
+        self._last_start_checkpoint = starts
+        return True
+
     def apply_retention(self, now_ms: int) -> int:
         """Deletes old segments of every log and forgets idle producers;
         returns how many segments went. Closed logs are opened for it in turn
@@ -390,6 +421,10 @@ class LogManager:
             self.checkpoint_high_watermarks()
         except OSError:
             log.exception("writing %s failed", HIGH_WATERMARK_CHECKPOINT)
+        try:
+            self.checkpoint_log_start_offsets()
+        except OSError:
+            log.exception("writing %s failed", LOG_START_OFFSET_CHECKPOINT)
         for tp, partition_log in self._logs.items():
             try:
                 partition_log.close()

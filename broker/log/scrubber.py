@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tributary.broker.log.errors import CorruptLogError
+from tributary.broker.log.gaps import follow
 from tributary.broker.log.log import PartitionLog
 from tributary.broker.log.manager import TopicPartition
 from tributary.broker.log.segment import Segment, scan_batches
@@ -35,11 +36,13 @@ class _Cursor:
     offset: int
 
 
-def _check_slice(segment: Segment, start: int, offset: int, *, dense: bool, budget: int) -> tuple[int, int, int]:
+def _check_slice(segment: Segment, start: int, offset: int, *, budget: int) -> tuple[int, int, int]:
     """Checks the segment's batches from ``start`` (where ``offset`` begins) until about
     ``budget`` bytes are checked or the segment ends; returns (position, next offset, bytes
     checked). Raises :class:`CorruptLogError` at a batch that does not read back."""
     position, checked = start, 0
+    # Offsets follow each other without gaps except where the segment's gaps file says.
+    gaps = segment.gaps.read()
     batches = scan_batches(segment.fd, start, segment.size, verify=True)
     while checked < budget:
         try:
@@ -49,8 +52,9 @@ def _check_slice(segment: Segment, start: int, offset: int, *, dense: bool, budg
         except CorruptRecordError as exc:
             raise CorruptLogError(segment.log_path, position, offset, str(exc)) from None
         # baseOffset lies outside the CRC: a flip there shows as a jump.
-        if header.base_offset < offset or (dense and header.base_offset != offset):
-            reason = f"the batch starts at offset {header.base_offset}, not {offset}"
+        expected = follow(gaps, offset)
+        if header.base_offset != expected:
+            reason = f"the batch starts at offset {header.base_offset}, not {expected}"
             raise CorruptLogError(segment.log_path, pos, offset, reason)
         position, offset = pos + header.size, header.next_offset
         checked += header.size
@@ -78,8 +82,6 @@ class Scrubber:
             plog = logs[key]
             if plog.closed:
                 continue
-            # Offsets follow each other without gaps until a compaction leaves some.
-            dense = "compact" not in plog.config.cleanup_policy
             for segment in plog.segments[:-1]:  # the active segment is still being written
                 if cursor is not None and key == cursor.log and segment.base_offset < cursor.segment:
                     continue
@@ -90,7 +92,7 @@ class Scrubber:
                 if not segment.try_pin():
                     continue  # deleted by retention meanwhile
                 try:
-                    position, offset, checked = _check_slice(segment, start, offset, dense=dense, budget=budget)
+                    position, offset, checked = _check_slice(segment, start, offset, budget=budget)
                 except CorruptLogError as exc:
                     found.append((key, exc))
                     break  # the log goes offline: its other segments wait for a repair

@@ -25,6 +25,7 @@ from typing import NamedTuple
 from tributary.broker.log import fsync_journal
 from tributary.broker.log.errors import CorruptLogError
 from tributary.broker.log.files import OPEN_FLAGS, unlink_quietly, write_all
+from tributary.broker.log.gaps import GAPS_SUFFIX, OffsetGaps, follow
 from tributary.broker.log.index import OffsetIndex, TimeIndex
 from tributary.broker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from tributary.protocol.crc32c import BytesLike
@@ -34,6 +35,9 @@ from tributary.protocol.records import HEADER_SIZE, BatchHeader, parse_batch_hea
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+#: Every file of a segment; the ``.log`` holds the data, the others can be rebuilt from it
+#: except the gaps (see :mod:`tributary.broker.log.gaps`), which are written with it.
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, GAPS_SUFFIX)
 NO_TIMESTAMP = -1
 INT32_MAX = 2**31 - 1
 _NAME_DIGITS = 20
@@ -91,13 +95,17 @@ def scan_batches(
         pos += size
 
 
-def _check_offsets(position: int, header: BatchHeader, next_offset: int, base_offset: int) -> None:
+def _check_offsets(
+    position: int, header: BatchHeader, next_offset: int, base_offset: int, gaps: dict[int, int]
+) -> None:
     # baseOffset lies outside the CRC: only its place in the sequence betrays a damaged one. A
-    # segment's batches follow each other without a gap (nothing here removes records from the
-    # middle of a log; a log cleaner would, and would have to say so for its segments).
-    if header.base_offset != next_offset or header.last_offset - base_offset > INT32_MAX:
+    # segment's batches follow each other without a gap, except where the segment's gaps file
+    # says they skip offsets (the log cleaner removed batches there, or a follower copied such
+    # a gap from its leader): any other jump is damage.
+    expected = follow(gaps, next_offset)
+    if header.base_offset != expected or header.last_offset - base_offset > INT32_MAX:
         raise CorruptRecordError(
-            f"batch at position {position} starts at offset {header.base_offset}, not at {next_offset}"
+            f"batch at position {position} starts at offset {header.base_offset}, not at {expected}"
         )
 
 
@@ -155,6 +163,10 @@ class _Indexer:
         return entries
 
 
+#: The log cleaner indexes the segments it writes with the same rules.
+Indexer = _Indexer
+
+
 class SegmentSlice(NamedTuple):
     """Whole batches of one segment: ``size`` bytes from ``position``.
 
@@ -182,6 +194,7 @@ class Segment:
         "created_ms",
         "directory",
         "dirty",
+        "gaps",
         "had_index_files",
         "index",
         "next_offset",
@@ -206,6 +219,7 @@ class Segment:
         except BaseException:
             os.close(self._fd)
             raise
+        self.gaps = OffsetGaps(self._path(GAPS_SUFFIX))
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
         self.created_ms = now_ms
@@ -221,7 +235,7 @@ class Segment:
     @classmethod
     def create(cls, directory: Path, base_offset: int, now_ms: int) -> Segment:
         """A new, empty segment; leftovers of one with the same name are removed."""
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        for suffix in SEGMENT_SUFFIXES:
             unlink_quietly(directory / segment_file_name(base_offset, suffix))
         segment = cls(directory, base_offset, now_ms)
         segment.dirty = True
@@ -276,10 +290,11 @@ class Segment:
             indexer.max_timestamp = indexer.last_indexed_timestamp = last_time[0]
             indexer.offset_of_max_timestamp = base + last_time[1]
         next_offset = base
+        gaps = self.gaps.read()
         for pos, header in scan_batches(self._fd, start, self.size, verify=False, chunk_size=LOOKUP_CHUNK):
             if last_entry is not None and pos == start and header.last_offset != base + last_entry[0]:
                 raise CorruptRecordError(f"{self.log_path}: index entry {last_entry} does not match its batch")
-            if (pos != start or last_entry is None) and header.base_offset != next_offset:
+            if (pos != start or last_entry is None) and header.base_offset != follow(gaps, next_offset):
                 raise CorruptRecordError(f"{self.log_path}: offsets do not follow on at position {pos}")
             if header.max_timestamp > indexer.max_timestamp:
                 indexer.max_timestamp = header.max_timestamp
@@ -289,7 +304,8 @@ class Segment:
             raise CorruptRecordError(f"{self.log_path}: time index points past the segment's last offset")
         indexer.bytes_since_entry = self.size - start
         self._indexer = indexer
-        self.next_offset = next_offset
+        # A cleaned segment may end in offsets whose batches the cleaner removed.
+        self.next_offset = follow(gaps, next_offset)
 
     def recover(self, index_interval_bytes: int, flushed_until: int = 0) -> int:
         """Validates every batch (length, magic, CRC, offsets), cuts the file
@@ -302,9 +318,10 @@ class Segment:
         indexer = _Indexer(base)
         valid_end = 0
         next_offset = base
+        gaps = self.gaps.read()
         try:
             for pos, header in scan_batches(self._fd, 0, self.size, verify=True):
-                _check_offsets(pos, header, next_offset, base)
+                _check_offsets(pos, header, next_offset, base, gaps)
                 indexer.add(pos, header, index_interval_bytes)
                 valid_end = pos + header.size
                 next_offset = header.next_offset
@@ -316,6 +333,13 @@ class Segment:
         if cut:
             os.ftruncate(self._fd, valid_end)
             self.size = valid_end
+        else:
+            # The offsets a cleaner emptied at the segment's end (a cut tail is not trusted to
+            # have been followed by them: a follower's gap before a torn batch goes with it).
+            next_offset = follow(gaps, next_offset)
+        kept = {expected: actual for expected, actual in gaps.items() if actual <= next_offset}
+        if kept != gaps:
+            self.gaps.replace(kept)
         self.index.replace(indexer.offset_entries)
         self.time_index.replace(indexer.time_entries)
         indexer.offset_entries, indexer.time_entries = [], []
@@ -333,10 +357,18 @@ class Segment:
         files are cut back to where they were and the segment is unchanged."""
         position = self.size
         indexer = self._indexer.copy()
+        expected = self.next_offset
+        skips: list[tuple[int, int]] = []
         for rel, header in batches:
             indexer.add(position + rel, header, index_interval_bytes)
+            if header.base_offset != expected:
+                skips.append((expected, header.base_offset))  # a follower copying a cleaned leader
+            expected = header.next_offset
         entries, time_entries = len(self.index), len(self.time_index)
         try:
+            # The gaps first: on disk, a batch after a gap is never without its entry.
+            for skip in skips:
+                self.gaps.append(*skip)
             write_all(self._fd, data)
             self.index.append(indexer.offset_entries)
             self.time_index.append(indexer.time_entries)
@@ -344,6 +376,8 @@ class Segment:
             os.ftruncate(self._fd, position)
             self.index.truncate(entries)
             self.time_index.truncate(time_entries)
+            if skips:
+                self.gaps.replace({e: a for e, a in self.gaps.read().items() if a <= self.next_offset})
             raise
         indexer.offset_entries, indexer.time_entries = [], []
         self._indexer = indexer
@@ -452,14 +486,26 @@ class Segment:
 
     # --- truncation, durability, lifetime --------------------------------------
 
+    def is_truncation_point(self, offset: int) -> bool:
+        """Whether the segment can be cut at ``offset``: a batch boundary, or an offset in a gap
+        the cleaner left (the cut then falls before the next batch)."""
+        if offset >= self.next_offset:
+            return offset == self.next_offset
+        found = self.locate(offset)
+        return found is None or found[1].base_offset >= offset
+
     def truncate_to(self, offset: int) -> None:
-        """Cuts the segment before the batch starting at ``offset``."""
+        """Cuts the segment before the batch starting at ``offset`` (or, for an offset in a
+        gap, before the first batch after it)."""
         if offset >= self.next_offset:
             return
         found = self.locate(offset)
-        if found is None or found[1].base_offset != offset:
+        if found is not None and found[1].base_offset < offset:
             raise ValueError(f"offset {offset} is not at a batch boundary of {self!r}")
-        position = found[0]
+        position = self.size if found is None else found[0]
+        gaps = self.gaps.read()
+        if any(actual > offset for actual in gaps.values()):
+            self.gaps.replace({e: a for e, a in gaps.items() if a <= offset})
         os.ftruncate(self._fd, position)
         self.size = position
         self.index.truncate(self.index.count_values_below(position))
@@ -471,6 +517,7 @@ class Segment:
 
     def fsync(self) -> None:
         size = os.fstat(self._fd).st_size if fsync_journal.enabled() else 0
+        self.gaps.fsync()  # before the data: a batch after a gap is never durable without its entry
         os.fsync(self._fd)
         self.index.fsync()
         self.time_index.fsync()
@@ -505,7 +552,7 @@ class Segment:
             self._close_files()
 
     def delete_files(self) -> None:
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        for suffix in SEGMENT_SUFFIXES:
             unlink_quietly(self._path(suffix))
         self.retire()
 
@@ -517,4 +564,5 @@ class Segment:
         os.close(self._fd)
         self.index.close()
         self.time_index.close()
+        self.gaps.close()
         self.txn_index.close()

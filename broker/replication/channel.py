@@ -9,10 +9,14 @@ fetcher reconnects.
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import trio
 
+from tributary.broker.cluster.model import BrokerInfo
+from tributary.broker.security.config import InterBrokerClient
+from tributary.broker.security.sasl_client import SaslLoginError, login
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.framing import FrameDecoder
 from tributary.protocol.headers import decode_response, encode_request
@@ -33,12 +37,52 @@ class BrokerChannel:
         self._correlation_id = 0
 
     @classmethod
-    async def connect(cls, host: str, port: int, client_id: str, max_frame_size: int) -> BrokerChannel:
+    async def connect(
+        cls,
+        broker: BrokerInfo,
+        client_id: str,
+        max_frame_size: int,
+        security: InterBrokerClient | None = None,
+        *,
+        timeout: float = 30.0,
+    ) -> BrokerChannel:
+        """A channel to ``broker`` on the inter-broker listener: TLS and a SASL login as that
+        listener's protocol says (``security``; None: the registration's address, in plain text)."""
+        address = broker.address(security.listener) if security is not None else (broker.host, broker.port)
+        if address is None:
+            assert security is not None
+            raise ChannelError(f"broker {broker.id} has no listener {security.listener} (inter.broker.listener.name)")
+        host, port = address
+        stream: trio.abc.Stream
         try:
-            stream = await trio.open_tcp_stream(host, port)
-        except OSError as exc:
-            raise ChannelError(f"cannot connect to {host}:{port}: {exc}") from exc
-        return cls(stream, client_id, max_frame_size)
+            with trio.fail_after(timeout):
+                stream = await trio.open_tcp_stream(host, port)
+                if security is not None and security.tls is not None:
+                    tls = trio.SSLStream(stream, security.tls.client_context, server_hostname=host)
+                    stream = tls
+                    await tls.do_handshake()
+        except (OSError, trio.BrokenResourceError, trio.TooSlowError) as exc:
+            reason = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ else exc
+            raise ChannelError(f"cannot connect to broker {broker.id} at {host}:{port}: {reason}") from exc
+        channel = cls(stream, client_id, max_frame_size)
+        if security is not None and security.username is not None and security.password is not None:
+            try:
+                with trio.fail_after(timeout):
+                    await login(
+                        lambda body, version: channel.request(body, version, timeout),
+                        security.mechanism,
+                        security.username,
+                        security.password,
+                    )
+            except (SaslLoginError, trio.TooSlowError) as exc:
+                await channel.aclose()
+                raise ChannelError(
+                    f"broker {broker.id} refused the login of user {security.username!r} ({security.mechanism}): {exc}"
+                ) from exc
+            except ChannelError:
+                await channel.aclose()
+                raise
+        return channel
 
     async def request(self, body: Declared, version: int, timeout: float) -> Any:
         """Send `body` at `version` and return the decoded response body."""
@@ -51,7 +95,7 @@ class BrokerChannel:
                 await self._stream.send_all(encode_request(body, version, correlation_id, self._client_id))
                 frame = await self._receive_frame()
                 answered, response = decode_response(api_key, version, frame)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ProtocolError) as exc:
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError, ProtocolError) as exc:
                 raise ChannelError(f"{type(exc).__name__}: {exc}") from exc
         if scope.cancelled_caught:
             raise ChannelError(f"no response within {timeout:g} s")

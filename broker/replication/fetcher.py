@@ -10,8 +10,10 @@ follows from it. A round is:
 2. One Fetch with ``replica_id`` = this broker, each partition at its log end offset and with its
    current leader epoch. The leader answers up to its log end (not only to the high watermark)
    and learns each follower's log end from the fetch offset.
-3. The batches are appended as they came (offsets, epochs, compression untouched), and the
-   follower's high watermark becomes min(leader's high watermark, own log end).
+3. The batches are appended as they came (offsets, epochs, compression untouched), the
+   follower's high watermark becomes min(leader's high watermark, own log end), and its log
+   start offset the leader's (as far as its own log reaches): what DeleteRecords or retention
+   removed on the leader goes here too.
 
 A partition the leader refuses (it moved, the epoch is fenced, it does not know it yet) waits for
 the next snapshot or a backoff; connection failures back off and reconnect. Nothing here decides
@@ -32,6 +34,7 @@ from tributary.broker.log.errors import LogClosedError, LogError, StorageError
 from tributary.broker.partitions import Partition
 from tributary.broker.replication.channel import BrokerChannel, ChannelError
 from tributary.broker.replication.config import ReplicationConfig
+from tributary.broker.security.config import InterBrokerClient
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.messages import (
@@ -92,8 +95,11 @@ class Fetcher:
         snapshot: Callable[[], ClusterSnapshot],
         followed: Callable[[int], Sequence[Partition]],
         on_progress: Callable[[], None] | None = None,
+        security: InterBrokerClient | None = None,
     ) -> None:
         self.broker_id = broker_id
+        #: How to reach and log in to the leader (inter.broker.listener.name); None: plain text.
+        self._security = security
         self.leader_id = leader_id
         self._config = config
         self._snapshot = snapshot
@@ -113,10 +119,10 @@ class Fetcher:
                 continue
             try:
                 channel = await BrokerChannel.connect(
-                    broker.host,
-                    broker.port,
+                    broker,
                     f"tributary-replica-fetcher-{self.broker_id}",
                     max_frame_size=self._config.fetch_response_max_bytes * 2 + 1024 * 1024,
+                    security=self._security,
                 )
             except ChannelError as exc:
                 log.info("fetcher %d -> %d: %s", self.broker_id, self.leader_id, exc)
@@ -205,9 +211,7 @@ class Fetcher:
     def _truncate_one(self, p: Partition, leader_epoch: int, leader_end: int) -> None:
         plog = p.log
         before = plog.log_end_offset
-        target = truncation_point(
-            leader_epoch, leader_end, plog.end_offset_for_epoch, before, plog.high_watermark
-        )
+        target = truncation_point(leader_epoch, leader_end, plog.end_offset_for_epoch, before, plog.high_watermark)
         if target < before:
             try:
                 plog.truncate_to(target)
@@ -302,6 +306,8 @@ class Fetcher:
                 return False
             appended = True
             p.notify_appended()
+        # What the leader no longer serves (DeleteRecords, retention), this replica drops too.
+        plog.follow_log_start_offset(data.log_start_offset)
         high_watermark = min(data.high_watermark, plog.log_end_offset)
         if high_watermark > plog.high_watermark:
             plog.high_watermark = high_watermark

@@ -14,6 +14,8 @@ Kafka's (``Partition.scala``, ``ReplicaState``):
 - The ISR shrinks by the followers that are no longer caught up, and grows by a follower whose log
   end reached both the high watermark and the first offset of the leader's epoch (so a replica
   that has not yet got everything this leader committed never counts as in sync).
+- The low watermark (DeleteRecords, KIP-107) is the smallest log start offset among the leader
+  and its live followers, each follower's as its latest Fetch reported it.
 - The high watermark is the smallest log end offset in the ISR, the leader's own included, and
   never moves back on a leader. A follower whose log end is not known yet (none fetched since this
   leader took over) holds it where it is. While an ISR change is being written, the high watermark
@@ -37,6 +39,8 @@ class FollowerProgress:
     #: The leader's log end and the time at this follower's previous fetch.
     last_fetch_leader_leo: int = UNKNOWN_OFFSET
     last_fetch_ms: int = 0
+    #: The follower's log start offset, as its latest fetch reported it.
+    log_start_offset: int = UNKNOWN_OFFSET
     #: The follower broker's registration (its broker epoch, KIP-380) when the leader counted it
     #: in sync: a new one means the broker restarted and may have lost what it had not fsynced.
     broker_epoch: int | None = None
@@ -103,16 +107,33 @@ class LeaderState:
         return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
 
     def follower_fetched(
-        self, replica: int, fetch_offset: int, leader_leo: int, now_ms: int, leader_durable: int | None = None
+        self,
+        replica: int,
+        fetch_offset: int,
+        leader_leo: int,
+        now_ms: int,
+        leader_durable: int | None = None,
+        *,
+        log_start_offset: int = UNKNOWN_OFFSET,
     ) -> bool:
         """Record a follower's fetch; True when the high watermark moved. `leader_durable`: what
         of the leader's own log counts for the high watermark, when not all of it (only what it
-        has fsynced, under high.watermark.fsync)."""
+        has fsynced, under high.watermark.fsync). `log_start_offset`: the follower's, as its
+        fetch said."""
         progress = self.followers.get(replica)
         if progress is None:
             return False
         progress.fetched(fetch_offset, leader_leo, now_ms)
+        if log_start_offset >= 0:
+            progress.log_start_offset = log_start_offset
         return self.update_high_watermark(leader_leo if leader_durable is None else leader_durable)
+
+    def low_watermark(self, leader_start: int, live: frozenset[int]) -> int:
+        """The smallest log start offset of the leader (`leader_start`) and its live followers;
+        a live follower that has not reported one yet holds it at UNKNOWN_OFFSET (Kafka's rule:
+        DeleteRecords waits until every live replica has dropped the records)."""
+        starts = [p.log_start_offset for replica, p in self.followers.items() if replica in live]
+        return min([leader_start, *starts])
 
     def update_high_watermark(self, leader_leo: int) -> bool:
         """Advance the high watermark to the smallest log end in the (maximal) ISR (the leader's

@@ -27,6 +27,7 @@ from tributary.broker.log.errors import StorageError
 from tributary.broker.partitions import Partition, PartitionManager
 from tributary.broker.replication.config import ReplicationConfig
 from tributary.broker.replication.fetcher import Fetcher
+from tributary.broker.security.config import InterBrokerClient
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,11 @@ class ReplicaManager:
         registry: ClusterRegistry,
         config: ReplicationConfig,
         on_isr_change: Callable[[str, int, bool], None] | None = None,
+        *,
+        inter_broker: InterBrokerClient | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self._inter_broker = inter_broker
         self._partitions = partitions
         self._registry = registry
         self._config = config
@@ -103,7 +107,12 @@ class ReplicaManager:
 
     async def _run_fetcher(self, leader: int, scope: trio.CancelScope) -> None:
         fetcher = Fetcher(
-            self.broker_id, leader, self._config, snapshot=lambda: self._registry.snapshot, followed=self.followed
+            self.broker_id,
+            leader,
+            self._config,
+            snapshot=lambda: self._registry.snapshot,
+            followed=self.followed,
+            security=self._inter_broker,
         )
         with scope:
             await fetcher.run()
@@ -131,15 +140,25 @@ class ReplicaManager:
                     continue  # the log reports it; the high watermark waits for a flush that works
                 partition.flushed()
 
-    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+    def follower_fetched(
+        self, partition: Partition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> None:
         """A follower's Fetch reached this leader: note its log end (it has everything below
-        `fetch_offset`), advance the high watermark, and look at the ISR if it may join."""
+        `fetch_offset`) and log start, advance the high watermark, and look at the ISR if it
+        may join."""
         state = partition.leader_state
         if state is None:
             return
         durable = partition.durable_end if partition.durable is not None else None
-        if state.follower_fetched(replica_id, fetch_offset, partition.log.log_end_offset, _now_ms(), durable):
+        progress = state.followers.get(replica_id)
+        start_before = None if progress is None else progress.log_start_offset
+        leader_end = partition.log.log_end_offset
+        if state.follower_fetched(
+            replica_id, fetch_offset, leader_end, _now_ms(), durable, log_start_offset=log_start_offset
+        ):
             partition.high_watermark_moved()
+        elif progress is not None and progress.log_start_offset != start_before:
+            partition.wake_replica_waiters()  # a DeleteRecords may be waiting for the low watermark
         if replica_id not in state.isr and state.pending_isr is None and fetch_offset >= state.high_watermark:
             self.poke()
 

@@ -34,6 +34,7 @@ from tributary.broker.group.placement import OFFSETS_TOPIC
 from tributary.broker.log.errors import LogError
 from tributary.broker.partitions import Partition, PartitionManager
 from tributary.broker.replication.channel import BrokerChannel, ChannelError
+from tributary.broker.security.config import InterBrokerClient
 from tributary.broker.txn.messages import SendMarkers, TopicPartition
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -184,8 +185,11 @@ class MarkerSender:
         timeout_s: float,
         backoff_s: float,
         max_frame_size: int = 16 * 1024 * 1024,
+        inter_broker: InterBrokerClient | None = None,
     ) -> None:
         self._registry = registry
+        # Markers travel the inter-broker listener with its TLS and SASL login, as replication does.
+        self._inter_broker = inter_broker
         self._partitions = partitions
         self._write_local = write_local
         self._current = current
@@ -252,10 +256,10 @@ class MarkerSender:
                 channel = self._channels.get(leader)
                 if channel is None:
                     channel = await BrokerChannel.connect(
-                        broker.host,
-                        broker.port,
+                        broker,
                         f"tributary-txn-markers-{self._registry.broker_id}",
                         self._max_frame_size,
+                        self._inter_broker,
                     )
                     self._channels[leader] = channel
                 response = await channel.request(

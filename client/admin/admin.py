@@ -31,6 +31,7 @@ import trio
 
 from tributary.client.admin import acls as acl_requests
 from tributary.client.admin.configs import AlterConfigOp, ConfigEntry, ConfigSource, ResourceType
+from tributary.client.admin.delete_records import delete_records
 from tributary.client.admin.transactions import (
     TransactionDescription,
     TransactionListing,
@@ -784,6 +785,13 @@ class Admin:
             for leader, subset in by_leader.items():
                 nursery.start_soon(ask, leader, subset)
         return outcome
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete every record below each partition's offset (-1: its high watermark); returns
+        each partition's new low watermark (see :mod:`client.admin.delete_records`)."""
+        return await delete_records(self.cluster, offsets, self._deadline(timeout))
 
     async def earliest_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         listed = await self.list_offsets(dict.fromkeys(partitions, EARLIEST))

@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -46,6 +47,7 @@ import trio
 from tributary.client._tasks import background_nursery
 from tributary.client.config import ClientConfig
 from tributary.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError, RequestTimedOutError
+from tributary.client.security.login import sasl_login
 from tributary.client.wire.versions import (
     FIRST_API_VERSIONS_VERSION,
     BrokerApiVersions,
@@ -248,6 +250,7 @@ class BrokerConnection:
             raise self._lost_error()
         timeout = self.config.request_timeout if timeout is None else timeout
         deadline = trio.current_time() + timeout
+        waiting: trio.CancelScope | None = None
         try:
             # A free slot is taken at once: no cancel scope and no trip through the scheduler
             # (the wait for the answer below is this call's checkpoint).
@@ -255,8 +258,6 @@ class BrokerConnection:
         except trio.WouldBlock:
             with trio.move_on_at(deadline) as waiting:
                 await self._slots.acquire()
-        else:
-            waiting = None
         if waiting is not None and waiting.cancelled_caught:
             raise RequestTimedOutError(
                 f"{_api_name(api_key)} to broker {self._where()}: no free in-flight slot within {timeout:g} s "
@@ -387,6 +388,18 @@ class BrokerConnection:
             return self._versions
         raise KafkaProtocolError(f"broker {self._where()} refused ApiVersions twice", broker=self.broker)
 
+    async def _login(self) -> None:
+        """The SASL exchange (client/security/login.py), before anything else is sent."""
+        login = sasl_login(self.config.security, self.versions, self.broker)
+        step = next(login)
+        while True:
+            request, version = step
+            response = await self.request(request, version=version)
+            try:
+                step = login.send(response)
+            except StopIteration:
+                return
+
 
 async def _open_socket_stream(host: str, port: int, config: ClientConfig) -> trio.SocketStream:
     """A connected TCP stream with the configured socket buffers set before connecting."""
@@ -423,17 +436,45 @@ async def connect(
     config = config or ClientConfig()
     address = f"{host}:{port}"
     who = broker if broker is not None else address
+    stream: trio.abc.Stream
     try:
         with trio.fail_after(config.connect_timeout):
             stream = await _open_socket_stream(host, port, config)
-    except (OSError, trio.TooSlowError) as exc:
-        reason = f"no connection within {config.connect_timeout:g} s" if isinstance(exc, trio.TooSlowError) else exc
+            if config.security.tls:
+                stream = await _tls(stream, host, config)
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
+        if isinstance(exc, trio.TooSlowError):
+            reason: object = f"no connection within {config.connect_timeout:g} s"
+        elif isinstance(exc, trio.BrokenResourceError):
+            reason = f"TLS handshake failed: {_tls_reason(exc)}"
+        else:
+            reason = exc
         raise KafkaConnectionError(
             f"cannot connect to broker {who}" + (f" ({address})" if who != address else "") + f": {reason}",
             broker=who,
         ) from None
     async with open_on_stream(stream, config=config, broker=who, address=address) as conn:
         yield conn
+
+
+async def _tls(stream: trio.SocketStream, host: str, config: ClientConfig) -> trio.SSLStream[trio.SocketStream]:
+    """The TLS handshake on a fresh TCP stream (SSL and SASL_SSL listeners)."""
+    tls = trio.SSLStream(stream, config.security.ssl_context(), server_hostname=host)
+    try:
+        await tls.do_handshake()
+    except BaseException:
+        await trio.aclose_forcefully(tls)
+        raise
+    return tls
+
+
+def _tls_reason(exc: trio.BrokenResourceError) -> str:
+    cause = exc.__cause__
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return cause.verify_message or str(cause)
+    if isinstance(cause, ssl.SSLError):
+        return cause.reason or str(cause)
+    return str(cause or exc) or "the broker closed the connection"
 
 
 @asynccontextmanager
@@ -455,6 +496,15 @@ async def open_on_stream(
                 raise KafkaConnectionError(
                     f"cannot negotiate versions with broker {conn._where()}: {reason}", broker=broker
                 ) from None
+            if config.security.sasl:
+                try:
+                    with trio.fail_after(config.connect_timeout):
+                        await conn._login()
+                except (trio.TooSlowError, KafkaConnectionError, RequestTimedOutError) as exc:
+                    reason = "no answer in time" if isinstance(exc, trio.TooSlowError) else str(exc)
+                    raise KafkaConnectionError(
+                        f"SASL login to broker {conn._where()} failed: {reason}", broker=broker
+                    ) from None
             try:
                 yield conn
             finally:

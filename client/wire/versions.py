@@ -8,7 +8,7 @@ is sent again at the highest ApiVersions version both sides know, as
 librdkafka does.
 
 Afterwards each request goes out at the highest version both sides support:
-ours are :data:`protocol.supported.SUPPORTED_VERSIONS` (every one round-trips
+ours are :data:`protocol.supported.CLIENT_VERSIONS` (every one round-trips
 through the codec), clipped to the broker's advertised range.
 """
 
@@ -23,7 +23,7 @@ from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.headers import decode_response
 from tributary.protocol.messages import ApiKey, ApiVersionsRequest, ApiVersionsResponse
-from tributary.protocol.supported import SUPPORTED_VERSIONS
+from tributary.protocol.supported import CLIENT_VERSIONS
 
 #: The ApiVersions version a connection tries first.
 FIRST_API_VERSIONS_VERSION = 3
@@ -33,7 +33,7 @@ _BODY_START = 4
 
 
 def _our_range(api_key: int) -> tuple[int, int] | None:
-    versions = SUPPORTED_VERSIONS.get(api_key)  # type: ignore[call-overload]
+    versions = CLIENT_VERSIONS.get(api_key)  # type: ignore[call-overload]
     if versions is None:
         return None
     return versions.lo, versions.hi if versions.hi is not None else versions.lo

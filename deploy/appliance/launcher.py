@@ -63,6 +63,8 @@ def zookeeper_command(config: Path, java: str | None = None) -> list[str]:
         "org.apache.zookeeper.server.ZooKeeperServerMain",
         str(config),
     ]
+
+
 # How long a restarted broker waits for its old registration to go; the broker's
 # default ZooKeeper session timeout is 18 s.
 REGISTRATION_WAIT = 60.0
@@ -159,7 +161,8 @@ def broker_component(topology: Topology, cluster: Cluster, broker: Broker) -> Co
     )  # fmt: skip
     metrics = None
     if broker.metrics_port is not None:
-        argv += ["--metrics-port", str(broker.metrics_port)]
+        # On the broker's own address: the endpoint binds 127.0.0.1 unless told otherwise.
+        argv += ["--metrics-port", str(broker.metrics_port), "--metrics-host", broker.host]
         metrics = f"{broker.host}:{broker.metrics_port}"
     spec = ChildSpec(name, argv, _log_path(topology.run_dir, name), env=_child_env())
     return Component(

@@ -17,9 +17,9 @@ the topics and Read on the groups; ``remove`` without principals removes every A
 resources; ``list`` without resources lists every ACL. ``remove`` asks for confirmation unless
 given ``--force``. What ``add`` and ``remove`` did is printed as the table (or JSON) ``list`` shows.
 
-``--command-config FILE`` takes a Kafka client properties file, as Kafka's tools do; for now it may
-name ``bootstrap.servers`` (used when ``--bootstrap`` is not given); the security settings come
-with authentication.
+``--command-config FILE`` takes a Kafka client properties file, as Kafka's tools do: the client's
+security settings, and ``bootstrap.servers`` (used when ``--bootstrap`` is not given); see
+admin_options.py.
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from tributary.client.admin.admin import Admin
-from tributary.deploy.cli.admin_options import FAILED, USAGE, CommandError, add_common_arguments, run_admin
+from tributary.deploy.cli.admin_options import FAILED, CommandError, add_common_arguments, run_admin
 from tributary.deploy.tables import render_table, to_json
 from tributary.protocol.acl import (
     CLUSTER_NAME,
@@ -52,8 +51,6 @@ from tributary.protocol.acl import (
 Op = AclOperation
 #: The operations each resource type has, as kafka-acls checks them: Kafka's list, and All.
 SUPPORTED_OPERATIONS = {kind: ops | {Op.ALL} for kind, ops in OPERATIONS_OF.items()}
-#: Client properties ``--command-config`` accepts (the security ones come with authentication).
-COMMAND_CONFIG_KEYS = frozenset({"bootstrap.servers"})
 
 
 def register(subparsers: Any) -> None:
@@ -63,7 +60,6 @@ def register(subparsers: Any) -> None:
         description="ACLs of a Kafka-compatible cluster, with kafka-acls' options.",
     )
     add_common_arguments(parser)
-    _add_command_config(parser)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     listing = actions.add_parser("list", help="the ACLs of the resources (default: every ACL)")
@@ -84,17 +80,6 @@ def register(subparsers: Any) -> None:
 
     for action in (listing, add, remove):
         add_common_arguments(action, suppress=True)
-        _add_command_config(action, suppress=True)
-
-
-def _add_command_config(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
-    parser.add_argument(
-        "--command-config",
-        type=Path,
-        metavar="FILE",
-        default=argparse.SUPPRESS if suppress else None,
-        help="a Kafka client properties file (bootstrap.servers)",
-    )
 
 
 def _add_resources(parser: argparse.ArgumentParser, patterns: Sequence[str]) -> None:
@@ -288,47 +273,6 @@ def plan_list(args: argparse.Namespace) -> list[AclBindingFilter]:
 # --- running ---------------------------------------------------------------------------------------
 
 
-def read_command_config(path: Path) -> dict[str, str]:
-    """A Java properties file of client settings: ``key=value`` (or ``key: value``) lines, ``#`` and
-    ``!`` comments. Keys this command does not use yet are refused, naming them."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise CommandError(f"--command-config {path}: {exc.strerror}") from None
-    settings: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        separators = [i for i in (line.find("="), line.find(":")) if i > 0]
-        if not separators:
-            raise CommandError(f"--command-config {path} line {number}: expected key=value, got {line!r}")
-        cut = min(separators)
-        settings[line[:cut].strip()] = line[cut + 1 :].strip()
-    unknown = sorted(set(settings) - COMMAND_CONFIG_KEYS)
-    if unknown:
-        raise CommandError(
-            f"--command-config {path}: {', '.join(unknown)} not supported (supported: "
-            f"{', '.join(sorted(COMMAND_CONFIG_KEYS))})"
-        )
-    return settings
-
-
-def _with_command_config(args: argparse.Namespace) -> int | None:
-    """Fold --command-config into the arguments; an exit status when it is unusable."""
-    path = getattr(args, "command_config", None)
-    if path is None:
-        return None
-    try:
-        settings = read_command_config(path)
-    except CommandError as exc:
-        print(f"tributary acls: error: {exc}", file=sys.stderr)
-        return USAGE
-    if not args.bootstrap and "bootstrap.servers" in settings:
-        args.bootstrap = settings["bootstrap.servers"]
-    return None
-
-
 def _rows(bindings: Iterable[AclBinding]) -> list[dict[str, str]]:
     return [
         {
@@ -356,8 +300,6 @@ def _print(args: argparse.Namespace, bindings: Iterable[AclBinding], empty: str)
 
 
 def _run(args: argparse.Namespace, plan: Any, operation: Any) -> int:
-    if (status := _with_command_config(args)) is not None:
-        return status
     try:
         planned = plan(args)
     except CommandError as exc:
@@ -399,8 +341,6 @@ def run_remove(args: argparse.Namespace) -> int:
         _print(args, [b for found in removed for b in found], "no ACLs matched: nothing removed")
         return 0
 
-    if (status := _with_command_config(args)) is not None:
-        return status
     try:
         filters = plan_remove(args)
     except CommandError as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -14,6 +15,13 @@ import trio
 from tributary.client.admin.admin import Admin
 from tributary.client.config import ClientConfig
 from tributary.client.errors import KafkaError
+from tributary.client.security.settings import (
+    PLAINTEXT,
+    SecurityConfig,
+    SecuritySettingsError,
+    read_command_config,
+    security_from_settings,
+)
 from tributary.client.wire.cluster import Cluster
 from tributary.deploy.errors import operator_errors
 
@@ -53,6 +61,44 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, suppress: bool = Fa
         metavar="SECONDS",
         help="how long an operation keeps retrying (default 30)",
     )
+    add_command_config(parser, suppress=suppress)
+
+
+def add_command_config(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """--command-config FILE: the client's security settings, as Kafka's tools take them."""
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        default=argparse.SUPPRESS if suppress else None,
+        help="client settings as Kafka's tools take them: security.protocol, sasl.mechanism, sasl.username, "
+        "sasl.password, ssl.ca.location, ... and bootstrap.servers (when --bootstrap is not given), in a "
+        "properties file, or TOML when the name ends in .toml",
+    )
+
+
+#: Client settings a --command-config file may hold besides the security ones: Kafka tools'
+#: files often name the cluster (used when --bootstrap is not given) and the client id (ignored).
+_OTHER_CLIENT_KEYS = ("bootstrap.servers", "client.id")
+
+
+def command_security(args: argparse.Namespace) -> SecurityConfig:
+    """The security of ``--command-config`` (PLAINTEXT without one), its ``bootstrap.servers``
+    folded into ``args.bootstrap`` when that was not given; CommandError when the file is bad."""
+    path = getattr(args, "command_config", None)
+    if path is None:
+        return PLAINTEXT
+    try:
+        settings = read_command_config(path)
+        bootstrap = settings.pop("bootstrap.servers", None)
+        for key in _OTHER_CLIENT_KEYS:
+            settings.pop(key, None)
+        security = security_from_settings(settings, base=path.parent)
+    except SecuritySettingsError as exc:
+        raise CommandError(f"--command-config {path}: {exc}") from None
+    if not getattr(args, "bootstrap", None) and bootstrap:
+        args.bootstrap = str(bootstrap)
+    return security
 
 
 def _unwrapped(runner: Callable[..., int], *args: Any) -> int:
@@ -67,18 +113,27 @@ def _unwrapped(runner: Callable[..., int], *args: Any) -> int:
         raise errors[0] from group
 
 
-def run_admin(args: argparse.Namespace, operation: Callable[[Admin], Awaitable[int]]) -> int:
-    """Connect to ``args.bootstrap`` and run ``operation``; errors become one stderr line."""
-    prog = f"tributary {args.command}"
+def _client_config(args: argparse.Namespace) -> ClientConfig:
+    security = command_security(args)
     if not args.bootstrap:
-        print(f"{prog}: error: --bootstrap is required", file=sys.stderr)
-        return USAGE
-    config = ClientConfig(
+        raise CommandError("--bootstrap is required")
+    return ClientConfig(
         client_id=f"tributary-{args.command}",
         api_timeout=args.timeout,
         request_timeout=args.timeout,
         connect_timeout=min(args.timeout, 10.0),
+        security=security,
     )
+
+
+def run_admin(args: argparse.Namespace, operation: Callable[[Admin], Awaitable[int]]) -> int:
+    """Connect to ``args.bootstrap`` and run ``operation``; errors become one stderr line."""
+    prog = f"tributary {args.command}"
+    try:
+        config = _client_config(args)
+    except CommandError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exc.status
 
     async def main() -> int:
         # The whole command gives up after a while, even if no broker ever answers.

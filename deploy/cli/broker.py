@@ -53,7 +53,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--metrics-host",
         metavar="HOST",
-        help="address of the metrics endpoint (TOML metrics.host; default: the --listen host)",
+        help="address of the metrics endpoint (TOML metrics.host; default: 127.0.0.1)",
     )
     parser.set_defaults(func=run)
 

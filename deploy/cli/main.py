@@ -31,6 +31,7 @@ SUBCOMMANDS = {
     "topics": "tributary.deploy.cli.topics",
     "transactions": "tributary.deploy.cli.transactions",
     "up": "tributary.deploy.cli.up",
+    "users": "tributary.deploy.cli.users",
     "demo": "tributary.deploy.cli.demo",
 }
 

@@ -69,8 +69,16 @@ def register(subparsers: Any) -> None:
         "translate: the group whose offsets to translate",
     )  # fmt: skip
     parser.add_argument("--metrics-port", metavar="N", type=int, help="serve Prometheus metrics on this port")
-    parser.add_argument("--metrics-host", metavar="HOST", help="address of the metrics endpoint (default 0.0.0.0)")
+    parser.add_argument("--metrics-host", metavar="HOST", help="address of the metrics endpoint (default 127.0.0.1)")
     parser.add_argument("--config", metavar="FILE.toml", type=Path, help="TOML file with any of these settings")
+    for side, where in (("source", "the source cluster (often across the WAN)"), ("target", "the aggregate cluster")):
+        parser.add_argument(
+            f"--{side}-command-config",
+            metavar="FILE",
+            type=Path,
+            help=f"security settings for {where}: security.protocol, sasl.*, ssl.* in a properties file (TOML when it "
+            f"ends in .toml); replaces [security.{side}] of --config",
+        )
     parser.add_argument("--known-aliases", metavar="A,B", help="aliases of other mirrors, whose copies are never "
                         "mirrored again (active-active)")  # fmt: skip
     parser.add_argument("--group-protocol", choices=("classic", "consumer"),
@@ -98,7 +106,11 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load_config(_flags(args), args.config)
+        config = load_config(
+            _flags(args),
+            args.config,
+            {"source": args.source_command_config, "target": args.target_command_config},
+        )
     except MirrorConfigError as exc:
         print(f"tributary mirror: {exc}", file=sys.stderr)
         return 2
@@ -177,7 +189,7 @@ def _translate(args: argparse.Namespace, config: MirrorConfig) -> int:
         results = trio.run(lambda: run_translate(
             source=config.source, target=config.target, alias=config.source_alias, group=args.group,
             offsets_topic=config.offsets_topic, topic_filter=topic_filter, mirror_group=config.group,
-            commit=args.apply,
+            commit=args.apply, source_security=config.source_security, target_security=config.target_security,
         ))  # fmt: skip
     except (KafkaError, trio.TooSlowError) as exc:
         print(f"tributary mirror translate: {exc or 'no answer in time'}", file=sys.stderr)

@@ -10,6 +10,7 @@ Kafka-compatible cluster.
     tributary topics --bootstrap B elect-leaders [--topic T [--partition N]]
     tributary topics --bootstrap B reassign --execute|--verify|--cancel --reassignment-json-file F
     tributary topics --bootstrap B reassign --generate --topics-to-move-json-file F --broker-list 1,2,3
+    tributary topics --bootstrap B delete-records --offset-json-file F
 
 Sizes are bytes on disk as the brokers report them (DescribeLogDirs); a broker
 that does not report them shows "-" (null in JSON). ``describe`` shows per
@@ -28,7 +29,7 @@ from tributary.client.admin.admin import Admin
 from tributary.client.admin.configs import ConfigEntry, ConfigSource, ResourceType
 from tributary.client.errors import UnsupportedVersionError
 from tributary.client.wire.metadata import TopicPartition
-from tributary.deploy.cli import topics_reassign
+from tributary.deploy.cli import topics_delete_records, topics_reassign
 from tributary.deploy.cli.admin_options import CommandError, add_common_arguments, run_admin
 from tributary.deploy.tables import human_bytes, render_table, to_json
 from tributary.protocol.error_codes import ErrorCode
@@ -58,6 +59,7 @@ def register(subparsers: Any) -> None:
     )
     elect.set_defaults(func=run_elect_leaders)
     reassign = topics_reassign.register_action(actions)
+    delete_records = topics_delete_records.register_action(actions)
 
     describe = actions.add_parser("describe", help="partitions (leader, offsets, size) and configs of topics")
     describe.add_argument("topics", nargs="*", metavar="TOPIC", help="default: every topic")
@@ -95,7 +97,7 @@ def register(subparsers: Any) -> None:
     )
     alter.set_defaults(func=run_alter)
 
-    for action in (listing, describe, create, delete, alter, elect, reassign):
+    for action in (listing, describe, create, delete, alter, elect, reassign, delete_records):
         add_common_arguments(action, suppress=True)
 
 

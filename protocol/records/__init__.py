@@ -11,7 +11,8 @@ A batch is a 61-byte header followed by its records::
 from ``attributes`` to the end, so the two fields a broker rewrites on append
 (``baseOffset`` and ``partitionLeaderEpoch``) leave it valid. Attributes:
 bits 0-2 codec, bit 3 timestamp type (log append time), bit 4 transactional,
-bit 5 control. With a codec, the records section (everything after the count)
+bit 5 control, bit 6 delete horizon (KIP-534: ``baseTimestamp`` is the time a log
+cleaner may remove the batch's tombstones or marker). With a codec, the records section (everything after the count)
 is compressed as one unit. Each record::
 
     length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
@@ -23,9 +24,12 @@ where a length of -1 means null. Varints are zig-zag encoded.
 The package is split by job: :mod:`.header` (the layout, reading, checking and
 patching headers: what brokers and mirrors use), :mod:`.codec` (decoding records:
 :func:`decode_records` and :func:`iter_records`, what consumers use) and :mod:`.builder` (:class:`BatchBuilder`,
-what producers use), :mod:`.control` (transaction markers) and :mod:`.validate`
+what producers use), :mod:`.control` (transaction markers), :mod:`.validate`
 (whether a batch's records agree with its header, what brokers check before
-appending). Their public names are re-exported here.
+appending), :mod:`.recompress` (a batch's records in another codec, for topics
+whose ``compression.type`` asks for one) and :mod:`.rewrite` (a batch with fewer records,
+what a log cleaner writes, and renumbered, what a mirror copies of it). Their public names
+are re-exported here.
 Malformed input raises :class:`CorruptRecordError`; magic 0/1 raises
 :class:`UnsupportedMagicError`.
 """
@@ -40,6 +44,7 @@ from tributary.protocol.records.header import (
     CODEC_MASK,
     CONTROL_BIT,
     CREATE_TIME,
+    DELETE_HORIZON_BIT,
     HEADER_SIZE,
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
@@ -66,12 +71,15 @@ from tributary.protocol.records.header import (
     validate_batch,
     verify_crc,
 )
+from tributary.protocol.records.recompress import recompress_batch
+from tributary.protocol.records.rewrite import dense_batch, empty_batch, filtered_batch, has_gaps
 from tributary.protocol.records.validate import check_records
 
 __all__ = [
     "CODEC_MASK",
     "CONTROL_BIT",
     "CREATE_TIME",
+    "DELETE_HORIZON_BIT",
     "HEADER_SIZE",
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",
@@ -98,6 +106,10 @@ __all__ = [
     "compute_crc",
     "control_type",
     "decode_records",
+    "dense_batch",
+    "empty_batch",
+    "filtered_batch",
+    "has_gaps",
     "attach_producer",
     "detach_producer",
     "encode_batch_header",
@@ -105,6 +117,7 @@ __all__ = [
     "iter_records",
     "parse_batch_header",
     "read_marker",
+    "recompress_batch",
     "rewrite_crc",
     "set_base_offset",
     "set_partition_leader_epoch",

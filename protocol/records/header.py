@@ -69,6 +69,9 @@ CODEC_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+#: KIP-534: ``baseTimestamp`` holds the delete horizon, the time after which a log cleaner may
+#: remove the batch's tombstones (or, in a control batch, the marker). Set by a cleaner only.
+DELETE_HORIZON_BIT = 0x40
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -114,6 +117,11 @@ class BatchHeader(NamedTuple):
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When a log cleaner may remove this batch's tombstones or marker (KIP-534), if set."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_BIT else None
 
     @property
     def last_offset(self) -> int:
@@ -279,9 +287,12 @@ def encode_batch_header(
     base_sequence: int,
     record_count: int,
     records: BytesLike,
+    last_offset_delta: int | None = None,
 ) -> bytes:
     """The header for a records section (already compressed if ``attributes`` names a
-    codec) holding ``record_count`` records at consecutive offsets, with its CRC."""
+    codec) holding ``record_count`` records, with its CRC. The records sit at consecutive
+    offsets unless ``last_offset_delta`` says where the batch ends (a batch a log cleaner
+    rewrote keeps its original offsets, gaps and all)."""
     header = bytearray(
         _HEADER.pack(
             base_offset,
@@ -290,7 +301,7 @@ def encode_batch_header(
             MAGIC,
             0,  # the CRC, computed below over the header's tail and the records
             attributes,
-            record_count - 1,
+            record_count - 1 if last_offset_delta is None else last_offset_delta,
             base_timestamp,
             max_timestamp,
             producer_id,

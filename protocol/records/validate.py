@@ -35,11 +35,13 @@ _KEY_AND_VALUE = ("key", "value")
 class _Walk:
     """The records of one batch, walked in order as their bytes arrive."""
 
-    __slots__ = ("base_timestamp", "count", "index", "max_timestamp")
+    __slots__ = ("base_timestamp", "count", "index", "keyless", "max_timestamp")
 
     def __init__(self, header: BatchHeader) -> None:
         self.count = header.record_count
         self.index = 0
+        #: Records with a null key (a compacted topic refuses them).
+        self.keyless = 0
         self.base_timestamp = header.base_timestamp
         # Log-append-time batches carry the broker's clock in maxTimestamp, not the records'.
         self.max_timestamp = None if header.timestamp_type == LOG_APPEND_TIME else header.max_timestamp
@@ -92,6 +94,8 @@ class _Walk:
                         f"record {index} has timestamp {base + timestamp_delta}, "
                         f"after the batch's maxTimestamp {max_timestamp}"
                     )
+                if data[p] == 1:  # the key's length, varint -1: null
+                    self.keyless += 1
                 for field in _KEY_AND_VALUE:
                     byte = data[p]  # a length: even one-byte varints are 0..63, 1 is null
                     if byte < 0x80:
@@ -127,14 +131,15 @@ class _Walk:
             raise CorruptRecordError(f"the batch holds {self.index} records, its header declares {self.count}")
 
 
-def check_records(buf: BytesLike, pos: int, header: BatchHeader, *, max_size: int) -> None:
+def check_records(buf: BytesLike, pos: int, header: BatchHeader, *, max_size: int) -> int:
     """Raises :class:`CorruptRecordError` unless the records of the batch at ``pos`` (whose
-    checked header is ``header``, its bytes all in ``buf``) agree with the header."""
+    checked header is ``header``, its bytes all in ``buf``) agree with the header. Returns how
+    many of them have a null key (which a compacted topic refuses)."""
     walk = _Walk(header)
     start, end = pos + HEADER_SIZE, pos + header.size
     if header.compression is Compression.NONE:
         walk.finish(end - walk.records(buf, start, end))
-        return
+        return walk.keyless
     # Records that end inside a piece are walked in the piece itself; only the start of one
     # that spans pieces waits in ``pending`` for the rest (a bytearray: appends and cuts
     # from the front are cheap, so a record over many pieces is not copied over and over).
@@ -146,6 +151,7 @@ def check_records(buf: BytesLike, pos: int, header: BatchHeader, *, max_size: in
         else:
             pending += memoryview(piece)[walk.records(piece, 0, len(piece)) :]
     walk.finish(len(pending))
+    return walk.keyless
 
 
 def _check_headers(data: BytesLike, pos: int, end: int, index: int) -> int:

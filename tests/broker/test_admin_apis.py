@@ -232,7 +232,7 @@ def test_confluent_alter_configs_refuses_bad_values_and_changes_nothing(cluster:
         ConfigEntry("segment.bytes", "5", incremental_operation=AlterConfigOpType.SET),  # below Kafka's minimum
         ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET),
         ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "shred", incremental_operation=AlterConfigOpType.SET),
     ):
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
         with pytest.raises(KafkaException) as refused:

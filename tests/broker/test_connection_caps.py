@@ -64,3 +64,14 @@ def test_refusals_are_logged_at_most_once_per_interval_per_reason(caplog: pytest
         "refused again (1000 more like it not logged in the last 10 s)",
         "after a quiet spell",
     ]
+
+
+def test_a_burst_allows_several_lines_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    log = RateLimitedLog(logging.getLogger("test.auth"), 10.0, lambda: now[0], burst=3)
+    with caplog.at_level(logging.WARNING, "test.auth"):
+        logged = [log.note("SECURE/bad_credentials", f"failed {i}") for i in range(10)]
+        now[0] = 10.0
+        assert log.note("SECURE/bad_credentials", "failed again")
+    assert logged == [True, True, True] + [False] * 7
+    assert [r.getMessage() for r in caplog.records][-1] == "failed again (7 more like it not logged in the last 10 s)"

@@ -99,7 +99,7 @@ def test_unsupported_api_versions_version_gets_a_v0_error_body(broker: BrokerPro
         # A v0 body and a v0 header, nothing else: correlation id, error code, the api_keys array.
         assert len(answer) == 4 + 2 + 4 + 6 * len(body.api_keys)
         assert body.api_keys == advertised.api_keys
-        assert ApiVersionsResponse.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=0, max_version=3) in (
+        assert ApiVersionsResponse.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=0, max_version=4) in (
             body.api_keys
         )
 
@@ -111,9 +111,9 @@ def test_unsupported_api_versions_version_gets_a_v0_error_body(broker: BrokerPro
 
 UNSUPPORTED = {
     "metadata-v99": lambda: with_version(raw_request(MetadataRequest(topics=None), 12, 5), 99),
-    "metadata-v9-first-flexible": lambda: raw_request(MetadataRequest(topics=None), 9, 5),
-    "produce-v2-below-minimum": lambda: raw_request(ProduceRequest(acks=1, timeout_ms=1000), 2, 5),
-    "fetch-v12": lambda: raw_request(FetchRequest(max_wait_ms=0), 12, 5),
+    "metadata-v13-past-newest": lambda: with_version(raw_request(MetadataRequest(topics=None), 12, 5), 13),
+    "produce-v12-past-newest": lambda: with_version(raw_request(ProduceRequest(acks=1, timeout_ms=1000), 11, 5), 12),
+    "fetch-v3-below-minimum": lambda: raw_request(FetchRequest(max_wait_ms=0), 3, 5),
     "list-offsets-v0": lambda: raw_request(ListOffsetsRequest(replica_id=-1), 0, 5),
     "unknown-api-key-999": lambda: struct.pack(">ihhih", 10, 999, 0, 5, 0),
 }

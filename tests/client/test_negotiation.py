@@ -19,14 +19,14 @@ from tributary.client.errors import KafkaConnectionError, UnsupportedVersionErro
 from tributary.client.wire.connection import connect, open_on_stream
 from tributary.client.wire.versions import BrokerApiVersions
 from tributary.protocol.messages import ApiKey, MetadataRequest, MetadataResponse
-from tributary.protocol.supported import SUPPORTED_VERSIONS
+from tributary.protocol.supported import CLIENT_VERSIONS, SUPPORTED_VERSIONS
 from tributary.testing.cluster import Cluster
 
 from .fake_broker import FakeBroker
 
 
 def _hi(api_key: ApiKey) -> int:
-    hi = SUPPORTED_VERSIONS[api_key].hi
+    hi = CLIENT_VERSIONS[api_key].hi
     assert hi is not None
     return hi
 
@@ -35,10 +35,12 @@ async def test_negotiates_the_highest_common_versions_with_our_broker(single_bro
     host, port = single_broker.brokers[0].address
     async with connect(host, port, broker=1) as conn:
         assert conn.versions.api_versions_version == 3
-        # Our broker advertises exactly SUPPORTED_VERSIONS for the APIs it handles.
+        # Our broker advertises exactly SUPPORTED_VERSIONS for the APIs it handles; the client
+        # sends the newest of its own (CLIENT_VERSIONS) within them.
         for api_key, (lo, hi) in conn.versions.ranges.items():
-            assert SUPPORTED_VERSIONS[ApiKey(api_key)].lo == lo
-            assert conn.api_version(api_key) == hi
+            assert (SUPPORTED_VERSIONS[ApiKey(api_key)].lo, SUPPORTED_VERSIONS[ApiKey(api_key)].hi) == (lo, hi)
+            if ApiKey(api_key) in CLIENT_VERSIONS:
+                assert conn.api_version(api_key) == min(hi, _hi(ApiKey(api_key)))
         assert conn.api_version(ApiKey.FETCH) == 11
         assert conn.api_version(ApiKey.PRODUCE) == 8
         response: MetadataResponse = await conn.request(MetadataRequest(topics=None))
@@ -69,14 +71,14 @@ async def test_falls_back_to_the_version_a_v0_error_body_lists(broker_max: int, 
 
 async def test_a_broker_without_common_versions_is_refused_clearly() -> None:
     # The broker knows Fetch only at versions above ours.
-    fake = FakeBroker(ranges={ApiKey.API_VERSIONS: (0, 3), ApiKey.FETCH: (_hi(ApiKey.FETCH) + 1, 16)})
+    fake = FakeBroker(ranges={ApiKey.API_VERSIONS: (0, 3), ApiKey.FETCH: (_hi(ApiKey.FETCH) + 1, 17)})
     client_stream, server_stream = trio.testing.memory_stream_pair()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(fake.serve, server_stream)
         async with open_on_stream(client_stream, broker="fake") as conn:
             assert not conn.versions.supports(ApiKey.FETCH)
             assert not conn.versions.supports(ApiKey.PRODUCE)
-            with pytest.raises(UnsupportedVersionError, match=r"broker fake supports FETCH v12-16, this client v4-11"):
+            with pytest.raises(UnsupportedVersionError, match=r"broker fake supports FETCH v12-17, this client v4-11"):
                 conn.api_version(ApiKey.FETCH)
             with pytest.raises(UnsupportedVersionError, match="PRODUCE not at all"):
                 conn.api_version(ApiKey.PRODUCE)

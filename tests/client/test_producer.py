@@ -28,7 +28,6 @@ from tributary.client.errors import (
     KafkaConnectionError,
     KafkaError,
     MessageTooLargeError,
-    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from tributary.client.producer.accumulator import RECORD_OVERHEAD
@@ -603,13 +602,9 @@ async def test_records_keep_flowing_through_a_broker_kill_and_restart(
 
 async def test_produce_to_tansu_and_read_back(tansu: TansuBroker) -> None:
     topic = topic_name("p-tansu")
-    # Tansu 0.6 with memory storage answers InitProducerId with UNKNOWN_SERVER_ERROR: the
-    # default (idempotent) producer fails to start and says how to go without idempotence.
-    with pytest.raises(UnknownServerError, match="InitProducerId") as info:
-        async with Producer(tansu.bootstrap):
-            pass
-    assert "enable_idempotence=False" in " ".join(info.value.__notes__)
-    async with Producer(tansu.bootstrap, enable_idempotence=False, linger_ms=5) as producer:
+    # The default producer is idempotent: Tansu 0.6 answers InitProducerId at the version we
+    # ask since transactions raised it to v4 (at v1 it answered UNKNOWN_SERVER_ERROR).
+    async with Producer(tansu.bootstrap, linger_ms=5) as producer:
         await Admin(producer.cluster).create_topic(topic, 2)
         handles = [await producer.enqueue(topic, b"tansu-%d" % i, key=b"k%d" % (i % 7)) for i in range(300)]
         await producer.flush()

@@ -104,6 +104,9 @@ async def test_several_fetches_in_flight_on_one_connection(shared_cluster: Broke
                     nursery.start_soon(long_poll)
                 await trio.testing.wait_all_tasks_blocked()
                 assert conn.in_flight == 4
+                # Each broker learns of the new topic from ZooKeeper on its own: the one the producer
+                # asks may not know it yet.
+                await producer.wait_for_metadata(lambda m: m.leader(topic, 0) is not None, what=f"{topic}'s leader")
                 await RawClient(producer).produce_partition(topic, 0, build_batch([(None, b"wake", (), None)]))
         assert len(results) == 4
         for result in results:

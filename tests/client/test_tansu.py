@@ -32,7 +32,7 @@ async def test_negotiation_with_tansu(tansu: TansuBroker) -> None:
         # Tansu knows newer versions than we speak: ours are the ceiling.
         assert conn.api_version(ApiKey.FETCH) == 11
         assert conn.api_version(ApiKey.PRODUCE) == 8
-        assert conn.api_version(ApiKey.METADATA) == 8
+        assert conn.api_version(ApiKey.METADATA) == 12  # topic ids, for the consumer group protocol
 
 
 async def test_admin_basics_on_tansu(tansu: TansuBroker) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tributary.deploy.cli.acls import plan_add, plan_list, plan_remove, read_command_config
-from tributary.deploy.cli.admin_options import CommandError
+from tributary.deploy.cli.acls import plan_add, plan_list, plan_remove
+from tributary.deploy.cli.admin_options import CommandError, command_security
 from tributary.deploy.cli.main import build_parser
 from tributary.protocol.acl import AclOperation, AclPermissionType, PatternType, ResourceType
 
@@ -104,17 +104,25 @@ def test_list_filters() -> None:
 
 
 def test_command_config_is_a_properties_file(tmp_path: Path) -> None:
+    """The one --command-config of the admin commands (acls, topics, groups, users): the
+    cluster and the client's security settings (tests/client/test_security_settings.py)."""
     config = tmp_path / "client.properties"
     config.write_text("# the cluster\nbootstrap.servers = b1:9092,b2:9092\n\n! another comment\n")
-    assert read_command_config(config) == {"bootstrap.servers": "b1:9092,b2:9092"}
-    config.write_text("bootstrap.servers=b:9092\nsasl.mechanism=SCRAM-SHA-512\n")
-    with pytest.raises(CommandError, match=r"sasl\.mechanism not supported"):
-        read_command_config(config)
+    args = argparse.Namespace(command_config=config, bootstrap=None)
+    assert command_security(args).protocol == "PLAINTEXT"
+    assert args.bootstrap == "b1:9092,b2:9092"
+    given = argparse.Namespace(command_config=config, bootstrap="b3:9092")
+    command_security(given)
+    assert given.bootstrap == "b3:9092"  # --bootstrap wins
+    config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=u\nsasl.password=p\n"
+    )
+    assert command_security(argparse.Namespace(command_config=config, bootstrap=None)).sasl_username == "u"
     config.write_text("just words\n")
-    with pytest.raises(CommandError, match="line 1: expected key=value"):
-        read_command_config(config)
-    with pytest.raises(CommandError, match="No such file"):
-        read_command_config(tmp_path / "missing.properties")
+    with pytest.raises(CommandError, match="unknown security setting 'just'"):
+        command_security(argparse.Namespace(command_config=config, bootstrap=None))
+    with pytest.raises(CommandError, match="cannot read"):
+        command_security(argparse.Namespace(command_config=tmp_path / "missing.properties", bootstrap=None))
 
 
 def test_add_is_refused_for_an_unknown_pattern_type() -> None:

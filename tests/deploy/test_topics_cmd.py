@@ -134,6 +134,23 @@ def test_create_list_describe_alter_delete(capsys: pytest.CaptureFixture[str], c
     assert_one_line_error(topics(capsys, cluster, "describe", topic), 1, f"no such topic: {topic}")
 
 
+def test_alter_switches_compaction_on(capsys: pytest.CaptureFixture[str], cluster: Cluster) -> None:
+    topic = new_name()
+    assert topics(capsys, cluster, "create", topic, "--partitions", "1").status == 0
+    altered = topics(
+        capsys, cluster, "alter", topic, "--config", "cleanup.policy=compact,delete",
+        "--config", "min.cleanable.dirty.ratio=0.1", "--config", "delete.retention.ms=60000",
+    )  # fmt: skip
+    assert altered.status == 0, altered.err
+    (described,) = topics(capsys, cluster, "describe", topic, "--output", "json").json()
+    assert described["configs"]["cleanup.policy"] == {"value": "compact,delete", "source": "topic"}
+    assert described["configs"]["min.cleanable.dirty.ratio"] == {"value": "0.1", "source": "topic"}
+    assert described["configs"]["delete.retention.ms"] == {"value": "60000", "source": "topic"}
+    assert_one_line_error(
+        topics(capsys, cluster, "alter", topic, "--config", "cleanup.policy=shred"), 1, "cleanup.policy must be"
+    )
+
+
 def test_list_table_and_internal_topics(capsys: pytest.CaptureFixture[str], cluster: Cluster) -> None:
     topic = new_name()
     assert topics(capsys, cluster, "create", topic, "--partitions", "2").status == 0

@@ -4,19 +4,27 @@ A 1M-record zstd stream flows into the source while the mirror is killed with
 SIGKILL five times at random moments and restarted each time, and one
 aggregate broker is killed and restarted mid-stream. Afterwards every source
 batch is in the aggregate exactly once, in order, byte for byte.
+
+The same schedule runs again with the source reached over SASL_SSL (SCRAM-SHA-512 as user
+``mirror``, its settings in a ``--source-command-config`` file), as a mirror reads across the
+WAN; a quarter of the records, to keep the suite within its budget (every byte the mirror
+fetches is then decrypted in Python).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures.mirror import MirrorProcess
+from tests.fixtures.security import client_settings, start_secure_cluster, write_command_config
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.testing.cluster import Cluster, start_cluster
 
@@ -30,37 +38,55 @@ SOURCE_CONFIG = {"num.partitions": "4", "group.initial.rebalance.delay.ms": "0",
 AGGREGATE_CONFIG = {"zookeeper.session.timeout.ms": "2000"}
 
 
-@pytest.fixture
-def clusters(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[tuple[Cluster, Cluster]]:
+@dataclass
+class Link:
+    east: Cluster
+    agg: Cluster
+    #: What the mirror is given to reach the source: its bootstrap and extra flags.
+    source: str
+    flags: list[str]
+    records: int
+
+
+@pytest.fixture(params=["plaintext", "sasl_ssl"])
+def link(request: pytest.FixtureRequest, zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[Link]:
     for name in ("east", "agg"):
         (tmp_path / name).mkdir()
-    for east in start_cluster(zookeeper.hosts + "/east", tmp_path / "east", 1, SOURCE_CONFIG):
-        for agg in start_cluster(zookeeper.hosts + "/agg", tmp_path / "agg", 2, AGGREGATE_CONFIG):
-            yield east, agg
+    for agg in start_cluster(zookeeper.hosts + "/agg", tmp_path / "agg", 2, AGGREGATE_CONFIG):
+        if request.param == "plaintext":
+            for east in start_cluster(zookeeper.hosts + "/east", tmp_path / "east", 1, SOURCE_CONFIG):
+                yield Link(east, agg, east.bootstrap, [], RECORDS)
+            return
+        extra = {key: json.dumps(value) for key, value in SOURCE_CONFIG.items()}
+        for secure in start_secure_cluster(zookeeper.hosts + "/east", tmp_path / "east", 1, extra):
+            settings = write_command_config(
+                tmp_path / "east.properties", client_settings(secure.pki, "scram", "mirror")
+            )
+            flags = ["--source-command-config", str(settings)]
+            yield Link(secure.cluster, agg, secure.bootstrap("scram"), flags, RECORDS // 4)
 
 
-def test_kill_9_mirror_five_times_and_an_aggregate_broker(
-    clusters: tuple[Cluster, Cluster], zookeeper: ZooKeeperHandle, tmp_path: Path
-) -> None:
-    east, agg = clusters
+def test_kill_9_mirror_five_times_and_an_aggregate_broker(link: Link, tmp_path: Path) -> None:
+    east, agg, records = link.east, link.agg, link.records
     rng = random.Random(20261122)
     errors: list[BaseException] = []
 
     def produce(index: int) -> None:
-        share = RECORDS // PRODUCERS
+        share = records // PRODUCERS
         try:
             # In slices, so the stream lasts while the mirror is being killed.
-            for start in range(index * share, (index + 1) * share, 25_000):
-                produce_zstd(east.bootstrap, TOPIC, 25_000, start=start, source="east")
+            end = (index + 1) * share
+            for start in range(index * share, end, 25_000):
+                produce_zstd(east.bootstrap, TOPIC, min(25_000, end - start), start=start, source="east")
         except BaseException as exc:
             errors.append(exc)
 
     producers = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(PRODUCERS)]
     for thread in producers:
         thread.start()
-    extra = ["--session-timeout-ms", "2000", "--fetch-partition-max-bytes", "262144"]
+    extra = ["--session-timeout-ms", "2000", "--fetch-partition-max-bytes", "262144", *link.flags]
     log_path = tmp_path / "mirror.log"
-    mirror = MirrorProcess(east.bootstrap, "east", agg.bootstrap, log_path, extra=extra)
+    mirror = MirrorProcess(link.source, "east", agg.bootstrap, log_path, extra=extra)
     mirror.start()
     kills = 0
     try:
@@ -86,7 +112,7 @@ def test_kill_9_mirror_five_times_and_an_aggregate_broker(
         if mirror.running():
             mirror.kill()
     assert kills == 5
-    assert assert_exact_copy(east.bootstrap, agg.bootstrap, "east", TOPIC) == RECORDS
+    assert assert_exact_copy(east.bootstrap, agg.bootstrap, "east", TOPIC) == records
     # Six lives: each restart resumed from recorded progress (reconciling past it when the
     # kill came between an append and its checkpoint, which depends on timing).
     assert log_path.read_text().count("event=started") == 6

@@ -12,6 +12,7 @@ from tributary.protocol import codec
 from tributary.protocol.errors import UnsupportedVersionError
 from tributary.protocol.messages import (
     API_MESSAGES,
+    ApiKey,
     ApiVersionsRequest,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
@@ -21,7 +22,7 @@ from tributary.protocol.messages import (
     RequestHeader,
     ResponseHeader,
 )
-from tributary.protocol.supported import SUPPORTED_VERSIONS
+from tributary.protocol.supported import CLIENT_VERSIONS, SUPPORTED_VERSIONS
 
 from .strategies import instances
 
@@ -50,10 +51,38 @@ def test_roundtrip(cls: type, version: int, data: Any) -> None:
 
 
 def test_every_supported_version_is_declared() -> None:
+    for table in (SUPPORTED_VERSIONS, CLIENT_VERSIONS):
+        for key, versions in table.items():
+            for cls in API_MESSAGES[key]:
+                assert versions.lo in cls.SPEC.valid
+                assert versions.hi in cls.SPEC.valid
+
+
+#: Not at their newest, on purpose: the transaction APIs' later versions carry KIP-890's
+#: server-side defence (broker-to-broker verification, epoch bumps on EndTxn), which is not
+#: built; ConsumerGroupHeartbeat v1 is Kafka's unstable newest and already served.
+NOT_NEWEST = frozenset(
+    {"ADD_PARTITIONS_TO_TXN", "ADD_OFFSETS_TO_TXN", "END_TXN", "TXN_OFFSET_COMMIT", "WRITE_TXN_MARKERS"}
+)
+
+
+def test_the_broker_serves_the_newest_version_of_every_api_it_handles() -> None:
+    # "Current versions": the newest each of Kafka's definitions declares, and every older one
+    # the broker served before (the lower bounds old clients probe for stay where they were).
+    for key, versions in SUPPORTED_VERSIONS.items():
+        if key.name not in NOT_NEWEST:
+            assert versions.hi == API_MESSAGES[key][0].SPEC.valid.hi, key.name
+    assert SUPPORTED_VERSIONS[ApiKey.PRODUCE].lo == 0  # librdkafka <= 2.11 compresses only then
+    for key, versions in CLIENT_VERSIONS.items():
+        assert SUPPORTED_VERSIONS[key].lo <= versions.lo, key.name  # our client still finds its versions
+
+
+def test_every_advertised_version_has_a_round_trip_case() -> None:
+    cases = {(cls, v) for cls in ALL_CLASSES for v in range(cls.SPEC.valid.lo, (cls.SPEC.valid.hi or 0) + 1)}
     for key, versions in SUPPORTED_VERSIONS.items():
         for cls in API_MESSAGES[key]:
-            assert versions.lo in cls.SPEC.valid
-            assert versions.hi in cls.SPEC.valid
+            for v in range(versions.lo, (versions.hi or 0) + 1):
+                assert (cls, v) in cases
 
 
 def test_defaults_follow_the_schema() -> None:

@@ -23,6 +23,7 @@ from tributary.broker.cluster import (
     UnknownTopicError,
     ZooKeeperUnavailableError,
 )
+from tributary.broker.security.listeners import Endpoint
 from tributary.testing.ports import free_port
 
 
@@ -47,7 +48,8 @@ async def test_brokers_see_each_other_and_elect_exactly_one_controller(brokers: 
     for registry in registries:
         snapshot = registry.snapshot
         seen = snapshot.brokers[2]
-        assert seen == BrokerInfo(2, "127.0.0.1", 9002, "dc-2", epoch=seen.epoch)
+        plaintext = Endpoint("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9002)
+        assert seen == BrokerInfo(2, "127.0.0.1", 9002, "dc-2", epoch=seen.epoch, endpoints=(plaintext,))
         assert seen.epoch > 0  # the registration's czxid: Kafka's broker epoch
         assert registry.registered and registry.connected
     cluster_ids = {registry.snapshot.cluster_id for registry in registries}

@@ -87,7 +87,7 @@ async def test_config_changes_compose_and_reach_every_broker(brokers: Brokers) -
         nursery.start_soon(registries[1].alter_topic_config, "cfg", setting("flush.messages", "10"))
     expected = {"retention.ms": "60000", "segment.bytes": "1048576", "flush.messages": "10"}
     for registry in registries:
-        snapshot = await registry.wait_for(lambda s: dict(s.topics["cfg"].config) == expected)
+        snapshot = await registry.wait_for(lambda s: "cfg" in s.topics and dict(s.topics["cfg"].config) == expected)
         assert snapshot.topics["cfg"].config == expected
     # A config change is an assignment change with nothing added or removed, so brokers apply it.
     with trio.fail_after(10):

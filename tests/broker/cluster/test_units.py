@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -34,6 +35,7 @@ from tributary.broker.cluster.znodes import (
     encode_topic,
     new_uuid,
 )
+from tributary.broker.security.listeners import Endpoint
 
 
 @pytest.mark.parametrize(("brokers", "partitions"), [(3, 6), (3, 7), (5, 3), (1, 4)])
@@ -132,10 +134,24 @@ def test_a_replica_that_rejoined_since_the_isr_was_written_is_chosen_last_and_le
 
 
 def test_broker_registration_round_trips_and_reads_kafka_endpoints() -> None:
-    info = BrokerInfo(7, "broker7.east", 9092, "east")
+    plaintext = Endpoint("PLAINTEXT", "PLAINTEXT", "broker7.east", 9092)
+    info = BrokerInfo(7, "broker7.east", 9092, "east", endpoints=(plaintext,))
     assert decode_broker(7, encode_broker(info)) == info
+    # Without endpoints (an old registration): one PLAINTEXT listener at host:port.
+    assert decode_broker(7, encode_broker(BrokerInfo(7, "broker7.east", 9092, "east"))) == info
+    # Several listeners, each with its protocol; host/port are the inter-broker listener's.
+    internal = Endpoint("INTERNAL", "SASL_SSL", "10.0.0.7", 9093)
+    external = Endpoint("EXTERNAL", "SSL", "broker7.example.com", 9094)
+    two = BrokerInfo(7, "10.0.0.7", 9093, "east", endpoints=(internal, external))
+    data = encode_broker(two)
+    assert json.loads(data)["listener_security_protocol_map"] == {"INTERNAL": "SASL_SSL", "EXTERNAL": "SSL"}
+    assert decode_broker(7, data) == two
+    assert two.address("EXTERNAL") == ("broker7.example.com", 9094)
+    assert two.address("REPLICATION") is None
     kafka = b'{"version":5,"host":null,"port":-1,"endpoints":["PLAINTEXT://[::1]:9093"],"rack":"r1"}'
-    assert decode_broker(3, kafka) == BrokerInfo(3, "::1", 9093, "r1")
+    assert decode_broker(3, kafka) == BrokerInfo(
+        3, "::1", 9093, "r1", endpoints=(Endpoint("PLAINTEXT", "PLAINTEXT", "::1", 9093),)
+    )
     with pytest.raises(ValueError, match="neither host/port nor endpoints"):
         decode_broker(3, b'{"version":5}')
 

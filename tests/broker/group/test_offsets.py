@@ -77,9 +77,7 @@ def test_metadata_too_large_is_refused_per_partition() -> None:
 def test_member_commits_and_reset_consumption() -> None:
     h = Harness()
     (a, b), generation = h.form_group(2)
-    assert h.commit_errors(h.commit({("t", 0): 10}, member_id=a, generation=generation)) == {
-        ("t", 0): ErrorCode.NONE
-    }
+    assert h.commit_errors(h.commit({("t", 0): 10}, member_id=a, generation=generation)) == {("t", 0): ErrorCode.NONE}
     assert h.committed(("t", 0)) == 10
     # Committing counts as a sign of life, like a heartbeat.
     for _ in range(3):

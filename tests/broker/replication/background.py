@@ -17,14 +17,17 @@ from tributary.testing.history import History
 
 
 class BackgroundProducer:
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    """``settings``: more librdkafka settings (security, for one)."""
+
+    def __init__(self, bootstrap: str, topic: str, settings: dict[str, str] | None = None) -> None:
         self.topic = topic
         self.history = History()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.producer = Producer(
             {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-             "linger.ms": 2, "message.timeout.ms": 120_000, "topic.metadata.refresh.interval.ms": 1000}
+             "linger.ms": 2, "message.timeout.ms": 120_000, "topic.metadata.refresh.interval.ms": 1000,
+             **(settings or {})}
         )  # fmt: skip
         self._thread = threading.Thread(target=self._produce)
 

@@ -39,9 +39,7 @@ def reconcile(leader: PartitionLog, follower: PartitionLog) -> int:
     """What a follower's fetcher does after a leader change; the offset it cut to."""
     asked = follower.latest_epoch
     epoch, end = leader.end_offset_for_epoch(-1 if asked is None else asked)
-    cut = truncation_point(
-        epoch, end, follower.end_offset_for_epoch, follower.log_end_offset, follower.high_watermark
-    )
+    cut = truncation_point(epoch, end, follower.end_offset_for_epoch, follower.log_end_offset, follower.high_watermark)
     follower.truncate_to(cut)
     with leader.read(follower.log_end_offset, 1 << 30, max_offset=leader.log_end_offset) as result:
         missing = result.read_bytes()

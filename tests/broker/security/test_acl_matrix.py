@@ -134,9 +134,13 @@ class Stage:
         return {t.name: t.partition_responses[0].error_code for t in response.responses}
 
     def fetch(self, principal: str, topic: str, replica_id: int = -1) -> Any:
+        broker = self.broker.broker
+        assert broker is not None
         request = m.FetchRequest(
-            replica_id=replica_id, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, session_epoch=-1,
-            topics=[m.FetchRequest.FetchTopic(topic=topic, partitions=[
+            replica_id=replica_id, replica_state=m.FetchRequest.ReplicaState(replica_id=replica_id),
+            max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, session_epoch=-1,
+            # By name and by id: the newest versions (13+) name topics by id.
+            topics=[m.FetchRequest.FetchTopic(topic=topic, topic_id=broker.snapshot().topics[topic].uuid, partitions=[
                 m.FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
         )  # fmt: skip
         return self.ask(principal, request).responses[0].partitions[0]
@@ -163,7 +167,7 @@ class Stage:
         return self.ask(principal, request)
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
-        response = self.ask(ADMIN, m.OffsetFetchRequest(group_id=group, topics=None))
+        response = self.ask(ADMIN, m.OffsetFetchRequest(group_id=group, topics=None), 7)
         assert response.error_code == 0, response
         return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions}
 
@@ -171,7 +175,7 @@ class Stage:
         """FindCoordinator creates __consumer_offsets; wait until its partition is loaded here."""
 
         def ready() -> bool:
-            found = self.ask(ADMIN, m.FindCoordinatorRequest(key=group, key_type=0))
+            found = self.ask(ADMIN, m.FindCoordinatorRequest(key=group, key_type=0), 3)
             described = self.ask(ADMIN, m.DescribeGroupsRequest(groups=[group])).groups[0]
             return found.error_code == 0 and described.error_code == 0
 
@@ -187,7 +191,7 @@ class Stage:
         """As admin: the id initialised (its coordinator loaded first), and with ``partitions``
         a transaction open on them; the producer id and epoch noted in :attr:`producers`."""
         eventually(
-            lambda: self.ask(ADMIN, m.FindCoordinatorRequest(key=transactional_id, key_type=1)).error_code == 0,
+            lambda: self.ask(ADMIN, m.FindCoordinatorRequest(key=transactional_id, key_type=1), 3).error_code == 0,
             30, "a transaction coordinator",
         )  # fmt: skip
 
@@ -377,9 +381,35 @@ def _acl_filter(name: str) -> dict[str, Any]:
             "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}  # fmt: skip
 
 
+def _scram_users(stage: Stage) -> set[tuple[str, tuple[tuple[int, int], ...]]]:
+    """Every user's SCRAM mechanisms and iterations, as admin's DescribeUserScramCredentials lists them."""
+    response = stage.ask(ADMIN, m.DescribeUserScramCredentialsRequest(users=None))
+    assert response.error_code == 0, response
+    return {(r.user, tuple((c.mechanism, c.iterations) for c in r.credential_infos)) for r in response.results}
+
+
+def _scram_upsert(name: str) -> m.AlterUserScramCredentialsRequest:
+    r = m.AlterUserScramCredentialsRequest
+    return r(upsertions=[r.ScramCredentialUpsertion(name=name, mechanism=2, iterations=4096, salt=b"s" * 32,
+                                                    salted_password=b"p" * 64)])  # fmt: skip
+
+
 def _some_acl(name: str) -> m.CreateAclsRequest.AclCreation:
     return m.CreateAclsRequest.AclCreation(resource_type=2, resource_name=name, resource_pattern_type=3,
                                            principal="User:bob", host="*", operation=3, permission_type=3)  # fmt: skip
+
+
+def _delete_records(topic: str, offset: int) -> m.DeleteRecordsRequest:
+    r = m.DeleteRecordsRequest
+    return r(topics=[r.DeleteRecordsTopic(topic, [r.DeleteRecordsPartition(0, offset)])], timeout_ms=15_000)
+
+
+def _log_start(stage: Stage, topic: str) -> int:
+    broker = stage.broker.broker
+    assert broker is not None
+    partition = broker.partitions.get(topic, 0)
+    assert partition is not None
+    return partition.log.log_start_offset
 
 
 CASES = [
@@ -457,13 +487,42 @@ CASES = [
     ),
     Case(
         "DeleteTopics",
-        lambda s, n: s.ask(ALICE, m.DeleteTopicsRequest(topic_names=[n["doomed"]], timeout_ms=15_000)).responses[0],
+        lambda s, n: s.ask(ALICE, m.DeleteTopicsRequest(topic_names=[n["doomed"]], timeout_ms=15_000), 5).responses[0],
         lambda n: [grant(TOPIC, n["doomed"], Op.DELETE)],
         denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED,
         allowed=lambda r: r.error_code == E.NONE,
         state=lambda s, n: s.topic_state(n["doomed"]),
         setup=lambda s, n: s.create_topic(n["doomed"]),
         names={"doomed": "doomed"},
+    ),
+    Case(
+        "DeleteRecords",
+        lambda s, n: s.ask(ALICE, _delete_records(n["trimmed"], 1)).topics[0].partitions[0],
+        lambda n: [grant(TOPIC, n["trimmed"], Op.DELETE)],
+        denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE and r.low_watermark == 1,
+        state=lambda s, n: (s.log(n["trimmed"]), _log_start(s, n["trimmed"])),
+        setup=lambda s, n: (s.create_topic(n["trimmed"]), s.produce(ADMIN, {n["trimmed"]: batch(b"x", b"y")})),
+        names={"trimmed": "trimmed"},
+    ),
+    Case(
+        "DescribeProducers",
+        lambda s, n: (
+            s.ask(ALICE, m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(ORDERS, [0])]))
+            .topics[0]
+            .partitions[0]
+        ),
+        lambda n: [grant(TOPIC, ORDERS, Op.READ)],
+        denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED and not r.active_producers,
+        allowed=lambda r: r.error_code == E.NONE,
+    ),
+    Case(
+        "DescribeCluster",
+        # Anyone may describe the cluster; its authorized operations need Describe on it.
+        lambda s, n: s.ask(ALICE, m.DescribeClusterRequest(include_cluster_authorized_operations=True)),
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.NONE and r.cluster_authorized_operations == 0 and len(r.brokers) == 1,
+        allowed=lambda r: r.cluster_authorized_operations & (1 << Op.DESCRIBE) != 0,
     ),
     Case(
         "CreatePartitions",
@@ -708,7 +767,7 @@ CASES = [
     ),
     Case(
         "OffsetFetch",
-        lambda s, n: s.ask(ALICE, m.OffsetFetchRequest(group_id=BILLING, topics=None)),
+        lambda s, n: s.ask(ALICE, m.OffsetFetchRequest(group_id=BILLING, topics=None), 7),
         lambda n: [grant(GROUP, BILLING, Op.DESCRIBE), grant(TOPIC, ORDERS, Op.DESCRIBE)],
         denied=lambda r: r.error_code == E.GROUP_AUTHORIZATION_FAILED and not r.topics,
         allowed=lambda r: r.error_code == E.NONE and [t.name for t in r.topics] == [ORDERS],
@@ -722,6 +781,7 @@ CASES = [
                     group_id=BILLING,
                     topics=[m.OffsetFetchRequest.OffsetFetchRequestTopic(name=ORDERS, partition_indexes=[0])],
                 ),
+                7,
             )
             .topics[0]
             .partitions[0]
@@ -730,6 +790,27 @@ CASES = [
         denied=lambda r: r.error_code == E.TOPIC_AUTHORIZATION_FAILED and r.committed_offset == -1,
         allowed=lambda r: r.error_code == E.NONE and r.committed_offset >= 2,
         given=lambda n: [grant(GROUP, BILLING, Op.DESCRIBE)],
+    ),
+    Case(
+        "OffsetFetch v8 of several groups",
+        lambda s, n: {
+            g.group_id: g.error_code
+            for g in s.ask(
+                ALICE,
+                m.OffsetFetchRequest(
+                    groups=[
+                        m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=BILLING, topics=None),
+                        m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=n["other"], topics=None),
+                    ]
+                ),
+                8,
+            ).groups
+        },
+        lambda n: [grant(GROUP, BILLING, Op.DESCRIBE)],
+        denied=lambda r: set(r.values()) == {E.GROUP_AUTHORIZATION_FAILED},
+        # Each group on its own: billing is now allowed, the other still refused.
+        allowed=lambda r: list(r.values()) == [E.NONE, E.GROUP_AUTHORIZATION_FAILED],
+        names={"other": "other"},
     ),
     Case(
         "DescribeGroups",
@@ -869,6 +950,22 @@ CASES = [
         setup=lambda s, n: s.ask(ADMIN, m.CreateAclsRequest(creations=[_some_acl(n["guarded"])])),
         names={"guarded": "guarded"},
     ),
+    Case(
+        "DescribeUserScramCredentials",
+        lambda s, n: s.ask(ALICE, m.DescribeUserScramCredentialsRequest(users=None)),
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.DESCRIBE)],
+        denied=lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED and not r.results,
+        allowed=lambda r: r.error_code == E.NONE,
+    ),
+    Case(
+        "AlterUserScramCredentials",
+        lambda s, n: s.ask(ALICE, _scram_upsert(n["user"])).results[0],
+        lambda n: [grant(CLUSTER, CLUSTER_NAME, Op.ALTER)],
+        denied=lambda r: r.error_code == E.CLUSTER_AUTHORIZATION_FAILED,
+        allowed=lambda r: r.error_code == E.NONE,
+        state=lambda s, n: _scram_users(s),
+        names={"user": "scram"},
+    ),
 ]
 
 
@@ -897,7 +994,9 @@ CASE_APIS = {c.name.split()[0] for c in CASES}
 
 
 def test_every_routed_api_is_in_the_matrix() -> None:
-    served = {m.API_MESSAGES[key][0].__name__.removesuffix("Request") for key in ROUTES} - {"ApiVersions"}
+    # ApiVersions and the SASL exchange come before any principal is known: they need no permission.
+    unguarded = {"ApiVersions", "SaslHandshake", "SaslAuthenticate"}
+    served = {m.API_MESSAGES[key][0].__name__.removesuffix("Request") for key in ROUTES} - unguarded
     assert served <= CASE_APIS, f"no matrix case for {sorted(served - CASE_APIS)}"
 
 
@@ -987,7 +1086,7 @@ def test_host_acls_match_the_client_address(stage: Stage, acls: Callable[..., No
         replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, session_epoch=-1,
         topics=[m.FetchRequest.FetchTopic(topic=topic, partitions=[m.FetchRequest.FetchPartition(partition=0)])],
     )  # fmt: skip
-    elsewhere = stage.ask(ALICE, request, host="10.0.0.8")
+    elsewhere = stage.ask(ALICE, request, 12, host="10.0.0.8")  # v12: the last naming topics by name
     assert elsewhere.responses[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
 
 
@@ -1104,10 +1203,11 @@ def test_authorized_operations_as_metadata_and_describe_groups_report_them(
         include_cluster_authorized_operations=True,
         include_topic_authorized_operations=True,
     )
-    metadata = stage.ask(ALICE, asked)
+    metadata = stage.ask(ALICE, asked, 10)  # v11+ no longer carry the Cluster's (DescribeCluster does)
     # Read implies Describe; Describe on the Cluster is all alice has there.
     assert metadata.topics[0].topic_authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
     assert metadata.cluster_authorized_operations == 1 << Op.DESCRIBE
+    assert stage.ask(ALICE, asked).topics[0].topic_authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
     # Not asked for: Kafka's INT32_MIN.
     plain = stage.ask(ALICE, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=ORDERS)]))
     assert plain.topics[0].topic_authorized_operations == plain.cluster_authorized_operations == -(2**31)

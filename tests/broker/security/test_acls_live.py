@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import trio
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AclBindingFilter as CKAclBindingFilter
 from confluent_kafka.admin import AclOperation as CKAclOperation
@@ -35,6 +36,8 @@ from kazoo.client import KazooClient
 from tests.broker.wire_helpers import batch, connect, latest
 from tests.deploy.cli_runner import Result, assert_one_line_error, tributary
 from tests.fixtures.zookeeper import ZooKeeperServer, server_chroot
+from tributary.client import Producer as TributaryProducer
+from tributary.client.errors import BrokerResponseError
 from tributary.protocol import messages as m
 from tributary.protocol.error_codes import ErrorCode
 from tributary.testing.cluster import Cluster, start_cluster, wait_for_leaders
@@ -398,3 +401,29 @@ def test_acls_survive_a_restart_of_every_broker(capsys: pytest.CaptureFixture[st
             return None if result == ErrorCode.NOT_LEADER_OR_FOLLOWER else (result,)
 
         assert eventually(answered, TIMEOUT, f"an answer from the leader of {topic}") == (code,)
+
+
+def test_a_refused_init_producer_id_names_the_way_without_idempotence(
+    capsys: pytest.CaptureFixture[str], cluster: Cluster
+) -> None:
+    """With IdempotentWrite on the Cluster and Write on every topic denied, InitProducerId is
+    refused: our producer, idempotent by default, fails to start and its error says how to go
+    without idempotence. (Deny wins over whatever the module's other tests allowed.)"""
+    denials = [
+        ("--operation", "IdempotentWrite", "--cluster"),
+        ("--operation", "Write", "--topic", "*"),
+    ]
+    for denial in denials:
+        assert acls(capsys, cluster, "add", "--deny-principal", ANONYMOUS, *denial).status == 0
+    try:
+
+        async def start() -> None:
+            async with TributaryProducer(cluster.bootstrap):
+                pass
+
+        with pytest.raises(BrokerResponseError, match="InitProducerId: CLUSTER_AUTHORIZATION_FAILED") as info:
+            trio.run(start)
+        assert "enable_idempotence=False" in " ".join(info.value.__notes__)
+    finally:
+        for denial in denials:
+            assert acls(capsys, cluster, "remove", "--deny-principal", ANONYMOUS, *denial, "--force").status == 0

@@ -1,0 +1,85 @@
+"""A broker killed (SIGKILL, a real crash) at each named step of a clean comes back with a valid
+log: every record read back is the one produced at its offset, the latest value of each key is
+there, no temporary file of the clean is left, and the cleaner compacts again.
+
+The hook (``TRIBUTARY_CLEANER_TEST_KILL_AT``, broker/log/cleaner/hooks.py) kills the broker when
+a clean reaches the step, in the broker itself or from its cleaner's worker process. One broker
+goes through the steps in turn: killed at one, restarted armed for the next, and so on; CI runs
+two of them (one in the worker, one between the commit point and the last rename), ``--long``
+all. (tests/broker/log/cleaner/test_clean.py cuts a clean at every step in-process, in CI.)
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.broker.test_compaction_live import COMPACTED, check_faithful, latest, new_topic, produce, read
+from tests.fixtures.brokers import module_cluster
+from tests.fixtures.zookeeper import ZooKeeperServer
+from tributary.broker.log.cleaner.hooks import KILL_ENV, PHASES
+from tributary.testing.cluster import BrokerProcess, Cluster
+from tributary.testing.polling import eventually
+
+SHORT_PHASES = ("cleaned-written", "old-deleted")
+SETTINGS = {"log.cleaner.backoff.ms": "100", "zookeeper.session.timeout.ms": "2000"}
+TIMEOUT = 30.0
+
+
+@pytest.fixture
+def phases(long_run: bool) -> tuple[str, ...]:
+    return PHASES if long_run else SHORT_PHASES
+
+
+@pytest.fixture
+def cluster(
+    zookeeper_server: ZooKeeperServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, phases: tuple[str, ...]
+) -> Iterator[Cluster]:
+    monkeypatch.setenv(KILL_ENV, phases[0])  # armed from the start
+    yield from module_cluster(zookeeper_server, tmp_path, SETTINGS, size=1)
+
+
+def _restart(broker: BrokerProcess, monkeypatch: pytest.MonkeyPatch, phase: str | None) -> None:
+    if phase is None:
+        monkeypatch.delenv(KILL_ENV, raising=False)
+    else:
+        monkeypatch.setenv(KILL_ENV, phase)
+    broker.wait_deregistered()
+    broker.start()
+    broker.wait_ready()
+
+
+def test_a_broker_killed_at_each_step_of_a_clean_recovers_a_valid_log(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, phases: tuple[str, ...]
+) -> None:
+    broker = cluster.brokers[0]
+    topic = new_topic(cluster, {**COMPACTED, "segment.bytes": "4096"})
+    produced: dict[int, tuple[bytes, bytes | None]] = {}
+    pairs: list[tuple[bytes, bytes | None]] = []
+    for i, phase in enumerate(phases):
+        more: list[tuple[bytes, bytes | None]] = [
+            (b"key-%02d" % (j % 30), b"%s-%d" % (phase.encode(), j)) for j in range(3000)
+        ]
+        more += [(b"key-%02d" % (i % 30), None)]
+        pairs += more
+        produced.update(produce(cluster, topic, more))
+        assert broker.proc is not None
+        code = broker.proc.wait(TIMEOUT)  # the clean reaches the step: killed there
+        assert code == -signal.SIGKILL, broker.log_tail()
+        _restart(broker, monkeypatch, phases[i + 1] if i + 1 < len(phases) else None)
+        records = read(cluster, topic)
+        check_faithful(records, produced)
+        assert latest(records) == {k: v for k, v in dict(pairs).items() if v is not None}, phase
+        leftovers = [p.name for p in (broker.data_dir / f"{topic}-0").iterdir() if p.suffix in (".cleaned", ".swap")]
+        assert leftovers == [], phase
+    # Unarmed, the cleaner finishes the job.
+    compacted = eventually(
+        lambda: r if len(r := read(cluster, topic)) < len(produced) // 2 else None,
+        TIMEOUT,
+        "compaction after the kills",
+    )
+    check_faithful(compacted, produced)
+    assert latest(compacted) == {k: v for k, v in dict(pairs).items() if v is not None}
