@@ -251,7 +251,9 @@ def summarize(runs: Runs) -> dict[str, Any]:
     if BASELINE in out:
         base = out[BASELINE].get("marginal_us")
         for contender, row in out.items():
-            if contender != BASELINE and base and row.get("marginal_us"):
+            # A marginal at or below zero (the larger load's read phase cost no more than the
+            # smaller's) is noise larger than the difference: no ratio is made of it.
+            if contender != BASELINE and base and base > 0 and row.get("marginal_us", 0) > 0:
                 row["marginal_vs_baseline"] = base / row["marginal_us"]
     return out
 
@@ -293,9 +295,9 @@ def render(document: dict[str, Any]) -> str:
         for shape, result in document["shapes"].items():
             for i, (contender, r) in enumerate(result.items()):
                 ratio = r.get("marginal_vs_baseline")
-                rows.append([shape if i == 0 else "", contender, f"{r['marginal_us']:.2f}",
-                             f"{1e6 / max(r['marginal_us'], 1e-9):,.0f}", f"{ratio:.2f}x" if ratio else "-",
-                             f"{r['fixed_cpu']:.1f}"])  # fmt: skip
+                per_core = f"{1e6 / r['marginal_us']:,.0f}" if r["marginal_us"] > 0 else "- (noise)"
+                rows.append([shape if i == 0 else "", contender, f"{r['marginal_us']:.2f}", per_core,
+                             f"{ratio:.2f}x" if ratio else "-", f"{r['fixed_cpu']:.1f}"])  # fmt: skip
         header = ["shape", "contender", "CPU us/record", "per core (marginal)", "vs baseline", "fixed CPU s"]
         lines.append(table(header, rows, left=2))
     lines.append("")
@@ -320,6 +322,8 @@ def ratio_lines(document: dict[str, Any]) -> list[str]:
             else:
                 ratio = r["volumes"][volumes[-1]]["per_core_vs_baseline"]
                 how = f"the read phase of {volumes[-1]:,} records, fixed costs included"
+                if "marginal_us" in r:
+                    how += " (the marginal cost was lost in noise: load more records)"
             goal = f"; goal {GOAL}x {'met' if ratio >= GOAL else 'NOT met'}" if contender == LOCAL else ""
             lines.append(f"ratio {shape}: {contender} per core vs baseline {ratio:.2f}x ({how}{goal})")
     return lines
