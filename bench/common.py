@@ -72,14 +72,51 @@ def confluent_produce(
     """Seconds librdkafka (confluent-kafka) takes to send ``count`` of ``values`` in turn and
     flush, with its queues large enough never to be what is measured; connecting and the
     topic's metadata are not timed. Raises if a message was not delivered."""
+    return _confluent_produce(bootstrap, topic, values, count, config, label=label, count_requests=False)[0]
+
+
+def confluent_produce_counted(
+    bootstrap: str, topic: str, values: Sequence[bytes], count: int, config: dict[str, Any], *, label: str
+) -> tuple[float, int]:
+    """:func:`confluent_produce`, and how many Produce requests librdkafka sent for it (its
+    statistics, ``brokers.*.req.Produce``): what per-request figures divide by, counted the same
+    way whichever broker answers."""
+    seconds, requests = _confluent_produce(bootstrap, topic, values, count, config, label=label, count_requests=True)
+    assert requests is not None
+    return seconds, requests
+
+
+#: How often librdkafka emits its statistics while Produce requests are counted (a JSON
+#: document a few times a second costs the client next to nothing).
+STATISTICS_MS = 200
+
+
+def _confluent_produce(
+    bootstrap: str,
+    topic: str,
+    values: Sequence[bytes],
+    count: int,
+    config: dict[str, Any],
+    *,
+    label: str,
+    count_requests: bool,
+) -> tuple[float, int | None]:
     from confluent_kafka import Producer  # noqa: PLC0415 (a test extra)
 
     errors: list[str] = []
+    produce_requests: list[int] = []  # from each statistics document, in order
 
     def delivered(err: Any, _msg: Any) -> None:
         if err is not None and len(errors) < 5:
             errors.append(str(err))
 
+    def on_statistics(document: str) -> None:
+        brokers = json.loads(document).get("brokers", {}).values()
+        produce_requests.append(sum(b.get("req", {}).get("Produce", 0) for b in brokers))
+
+    extra: dict[str, Any] = (
+        {"statistics.interval.ms": STATISTICS_MS, "stats_cb": on_statistics} if count_requests else {}
+    )
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -87,6 +124,7 @@ def confluent_produce(
             "queue.buffering.max.kbytes": 1_048_576,
             "delivery.report.only.error": True,
             "on_delivery": delivered,
+            **extra,
             **config,
         }
     )
@@ -107,10 +145,21 @@ def confluent_produce(
                     continue
     left = producer.flush(120)
     seconds = time.perf_counter() - start
+    requests = None
+    if count_requests:
+        # Statistics emitted after the flush count every request (none is in flight): wait
+        # for one (not timed).
+        produce_requests.clear()
+        deadline = time.monotonic() + 10 * STATISTICS_MS / 1000
+        while not produce_requests and time.monotonic() < deadline:
+            poll(STATISTICS_MS / 1000)
+        if not produce_requests:
+            raise RuntimeError(f"{label}: librdkafka emitted no statistics after the flush")
+        requests = produce_requests[-1]
     del producer
     if left or errors:
         raise RuntimeError(f"{label}: {left} messages undelivered; errors: {errors}")
-    return seconds
+    return seconds, requests
 
 
 def settings(args: argparse.Namespace, *, default_seconds: float, quick_seconds: float) -> Settings:

@@ -172,7 +172,12 @@ async def _read_frames(conn: _Connection, stream: trio.abc.ReceiveStream, send: 
                 if not await _receive(conn, stream, decoder, min(RECEIVE_CHUNK, max(decoder.missing, READ_AHEAD))):
                     return
             conn.idle.begin()  # a request in hand; the handler ends it
-            await send.send(frame)
+            try:
+                # No trip through the scheduler per frame: the frames of one receive are
+                # queued together, and the handler takes them together (see _next_frame).
+                send.send_nowait(frame)
+            except trio.WouldBlock:
+                await send.send(frame)
             del frame  # not held while the next frame's budget is awaited
 
 
@@ -194,7 +199,7 @@ async def _handle_requests(
     broker = conn.broker
     auth = conn.auth
     async with receive, responses:
-        async for frame in receive:
+        while (frame := await _next_frame(receive)) is not None:
             sasl = auth.sasl
             if sasl is not None and sasl.raw_tokens and sasl.phase is Phase.AUTHENTICATE:
                 # After a v0 SaslHandshake: a raw token, answered with a raw token.
@@ -203,7 +208,7 @@ async def _handle_requests(
                 conn.idle.end()
                 if isinstance(answer, AuthenticationFailed):
                     raise CloseConnection(auth.close_reason or "authentication failed")
-                await responses.send(Response([struct.pack(">i", len(answer)) + answer], []))
+                await _queue_response(responses, Response([struct.pack(">i", len(answer)) + answer], []))
                 continue
             try:
                 envelope = decode_request_header(frame)
@@ -237,13 +242,40 @@ async def _handle_requests(
             if parts is None:
                 _release(ctx.after_send)
             else:
-                await responses.send(Response(parts, ctx.after_send, auth.close_reason))
+                await _queue_response(responses, Response(parts, ctx.after_send, auth.close_reason))
             if auth.close_reason is not None:
                 # The writer closes the connection once that response is out; whatever the
                 # client sends meanwhile is dropped unread.
                 async for ignored in receive:
                     conn.budget.release(len(ignored))
                     conn.idle.end()
+
+
+async def _next_frame(receive: trio.MemoryReceiveChannel[bytes]) -> bytes | None:
+    """The next queued frame, None once the reader is done. A frame already queued is taken
+    without a checkpoint: a client pipelining requests (librdkafka keeps hundreds of small
+    produce requests in flight) has them handled back to back, and their responses pile up
+    for the writer, which sends them in one write, instead of one trip through the
+    scheduler, and one send, per request. The handler still yields whenever the queue runs
+    dry or the writer falls behind, so it holds the thread for a queue's worth at most."""
+    try:
+        return receive.receive_nowait()
+    except trio.WouldBlock:
+        pass
+    except trio.EndOfChannel:
+        return None
+    try:
+        return await receive.receive()
+    except trio.EndOfChannel:
+        return None
+
+
+async def _queue_response(responses: trio.MemorySendChannel[Response], response: Response) -> None:
+    """Hand a response to the writer, without a checkpoint while there is room (see _next_frame)."""
+    try:
+        responses.send_nowait(response)
+    except trio.WouldBlock:
+        await responses.send(response)
 
 
 async def _write_responses(

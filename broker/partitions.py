@@ -117,6 +117,12 @@ class Partition:
         )
         if self.leader_state.update_high_watermark(self.durable_end):
             self.high_watermark_moved()
+        if self.durable is not None and self.replicated and self.durable_end < plog.log_end_offset:
+            # high.watermark.fsync after an unclean restart: the tail recovered past the last
+            # checkpointed recovery point counts only once fsynced. Without this flush it waited
+            # for the next produce, and until then the high watermark stayed below this epoch's
+            # start offset: ListOffsets answered OFFSET_NOT_AVAILABLE and fetches saw nothing.
+            self.durable(self)
         log.info(
             "%s-%d: leader in epoch %d (ISR %s, log end %d, high watermark %d)",
             self.topic, self.index, state.leader_epoch, list(state.isr), plog.log_end_offset, plog.high_watermark,

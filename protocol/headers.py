@@ -20,18 +20,28 @@ from collections.abc import Sized
 from dataclasses import dataclass
 from typing import Any
 
-from tributary.protocol import codec
+from tributary.protocol import codec, produce_codec
 from tributary.protocol.errors import ProtocolError, UnsupportedVersionError
-from tributary.protocol.messages import API_MESSAGES, ApiKey, RequestHeader, ResponseHeader
+from tributary.protocol.messages import API_MESSAGES, ApiKey, ProduceResponse, RequestHeader, ResponseHeader
 from tributary.protocol.primitives import Reader, Writer
 from tributary.protocol.schema import Declared
 
 _LENGTH = struct.Struct(">i")
+#: A request header's api key, api version, correlation id and client id length.
+_HEADER_PREFIX = struct.Struct(">hhih")
 
 
 def is_flexible(api_key: int, version: int) -> bool:
-    messages = API_MESSAGES.get(api_key)  # type: ignore[call-overload]
-    return messages is not None and version in messages[0].SPEC.flexible
+    flexible = _flexible.get((api_key, version))
+    if flexible is None:
+        messages = API_MESSAGES.get(api_key)  # type: ignore[call-overload]
+        flexible = messages is not None and version in messages[0].SPEC.flexible
+        if messages is not None:  # keyed by what the tables know: a hostile key adds nothing
+            _flexible[api_key, version] = flexible
+    return flexible
+
+
+_flexible: dict[tuple[int, int], bool] = {}
 
 
 def request_header_version(api_key: int, version: int) -> int:
@@ -81,6 +91,10 @@ def encode_response(body: Declared, version: int, correlation_id: int) -> bytes:
 def encode_response_parts(body: Declared, version: int, correlation_id: int) -> list[bytes | Sized]:
     """A whole response frame as byte strings and spliced records objects, in order
     (see ``Writer.splice``): the broker sends fetched records without copying them."""
+    if type(body) is ProduceResponse:  # the broker's hot path (protocol/produce_codec.py)
+        frame = produce_codec.encode_response(body, version, correlation_id)
+        if frame is not None:
+            return [frame]
     api_key = type(body).SPEC.api_key
     assert api_key is not None, f"{type(body).__name__} is not a response"
     header = ResponseHeader(correlation_id=correlation_id)
@@ -112,6 +126,9 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> RequestEnvel
 
     An API key or version we do not declare still yields a header (read as v1),
     so the caller can answer with UNSUPPORTED_VERSION."""
+    envelope = _common_header(frame)
+    if envelope is not None:
+        return envelope
     r = Reader(frame)
     api_key = r.int16()
     version = r.int16()
@@ -120,8 +137,35 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> RequestEnvel
     return RequestEnvelope(header, r.pos)
 
 
+def _common_header(frame: bytes | bytearray | memoryview) -> RequestEnvelope | None:
+    """Every request starts here: the common shape (a client id or none, no tagged fields)
+    is read straight off the bytes. None for anything else, which the generic codec reads
+    (or refuses, with its own error)."""
+    if not isinstance(frame, bytes) or len(frame) < _HEADER_PREFIX.size:
+        return None
+    api_key, version, correlation_id, size = _HEADER_PREFIX.unpack_from(frame)
+    end = _HEADER_PREFIX.size + size
+    client_id: str | None = None
+    if size == -1:
+        end = _HEADER_PREFIX.size
+    elif size >= 0 and end <= len(frame):
+        try:
+            client_id = frame[_HEADER_PREFIX.size : end].decode()
+        except UnicodeDecodeError:
+            return None
+    else:
+        return None
+    if is_flexible(api_key, version):
+        if end >= len(frame) or frame[end] != 0:  # tagged fields (or none at all)
+            return None
+        end += 1
+    return RequestEnvelope(RequestHeader(api_key, version, correlation_id, client_id), end)
+
+
 def decode_request_body(envelope: RequestEnvelope, frame: bytes | bytearray | memoryview) -> Any:
     """Decode the body of a request whose header :func:`decode_request_header` read."""
+    if envelope.api_key == ApiKey.PRODUCE and isinstance(frame, bytes):  # the broker's hot path
+        return produce_codec.decode_request(frame, envelope.body_offset, envelope.api_version)
     messages = API_MESSAGES.get(envelope.api_key)  # type: ignore[call-overload]
     if messages is None:
         raise UnsupportedVersionError(f"unknown API key {envelope.api_key}")

@@ -1,9 +1,9 @@
 """Messages declared as data.
 
-Each Kafka message is a Python dataclass plus a :class:`Message` spec that says,
-field by field, what Apache Kafka's JSON definition says: the wire type, the
-versions a field exists in, which versions may carry null, which carry it as a
-tagged field. The codec (``codec.py``) interprets these specs; nothing about a
+Each Kafka message is a Python class (a :class:`StructValue`) plus a :class:`Message`
+spec that says, field by field, what Apache Kafka's JSON definition says: the wire
+type, the versions a field exists in, which versions may carry null, which carry it
+as a tagged field. The codec (``codec.py``) interprets these specs; nothing about a
 particular message is written twice.
 
 The declarations in ``protocol/messages/`` are generated from the JSON files by
@@ -13,6 +13,7 @@ checks them against the JSON files again.
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -99,6 +100,56 @@ class Message:
     valid: Versions
     flexible: Versions
     struct: Struct
+
+
+class StructValue:
+    """The base of every generated message and struct class.
+
+    A generated class names its fields in ``__slots__``, in wire order, and writes out
+    its ``__init__`` (every parameter has the field's default). From the slots this base
+    derives what ``@dataclass(slots=True)`` would have given: ``==`` compares two
+    instances of the same class field by field (another class: ``NotImplemented``),
+    instances are unhashable, ``repr`` reads
+    ``ProduceRequest.TopicProduceData(name='t', partition_data=[])`` and
+    ``__match_args__`` is the fields. The classes are not dataclasses because making one
+    generates and compiles its methods at every import: for the few hundred generated
+    classes that was a fifth of a broker's start-up CPU (docs/benchmarks.md); written
+    out, they are compiled once, into the ``.pyc``.
+    """
+
+    __slots__: tuple[str, ...] = ()
+    __match_args__: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls.__match_args__ = cls.__slots__  # type: ignore[misc]  # mypy takes it for a constant
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        # Lists compare as a dataclass's tuples do: identity first, then ==.
+        return [getattr(self, name) for name in self.__slots__] == [getattr(other, name) for name in self.__slots__]
+
+    # Mutable and compared by value: unhashable, as a dataclass with eq and without frozen.
+    __hash__ = None  # type: ignore[assignment]
+
+    @reprlib.recursive_repr()
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{self.__class__.__qualname__}({fields})"
+
+
+class _Fresh:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "FRESH"
+
+
+#: The default of a generated ``__init__``'s list and struct parameters: the instance gets a
+#: new empty list or struct of its own, as from a dataclass field's ``default_factory``.
+#: Typed ``Any`` so that it can be the default of a parameter of any type.
+FRESH: Any = _Fresh()
 
 
 class Declared(Protocol):

@@ -37,3 +37,8 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test,fast,codecs]'
+# The package is installed editable, so pip compiled none of its modules; where the environment
+# sets PYTHONDONTWRITEBYTECODE (this image does) no process would ever write them either, and
+# every broker, mirror and CLI process would compile the whole project again as it starts
+# (bench/bench_startup.py says whether the bytecode was cached). Compile it once here.
+.venv/bin/python -m compileall -q -j 0 protocol client broker mirror loader deploy testing >/dev/null

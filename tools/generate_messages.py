@@ -5,9 +5,17 @@
 
 The JSON files (Apache-2.0) are read from ``../shared/kafka-message-schemas``
 and never copied into the project; what lands in the project is readable Python:
-one dataclass per message with its structs nested inside, plus the ``SPEC`` that
+one class per message with its structs nested inside, plus the ``SPEC`` that
 the codec interprets. ``--check`` exits 1 when the committed modules differ from
 what the JSON files produce (the test suite runs it).
+
+The classes are plain classes with ``__slots__`` and an ``__init__`` written out,
+on :class:`tributary.protocol.schema.StructValue` (equality and ``repr`` as a
+dataclass has them), not ``@dataclass`` ones: a dataclass is built by generating
+and compiling its methods each time its module is imported, and for these few
+hundred classes that was 0.12 CPU-seconds of the start of every broker and
+``tributary`` command (docs/benchmarks.md); written out, they are compiled once,
+into the module's ``.pyc``.
 
 To support a new API, add it to ``MODULES`` and run the script.
 """
@@ -174,7 +182,8 @@ class MessageGen:
         return py
 
     def default(self, f: dict[str, object]) -> tuple[str, str]:
-        """(dataclass default expression, spec default expression)."""
+        """(``__init__`` default expression, spec default expression). ``FRESH`` stands for a
+        new empty list or struct per instance (see :meth:`assignment`)."""
         t = str(f["type"])
         raw = f.get("default")
         nullable = f.get("nullableVersions") not in (None, "none")
@@ -183,10 +192,9 @@ class MessageGen:
                 raise SystemExit(f"{self.name}.{f['name']}: default null on a non-nullable field")
             return "None", "None"
         if t.startswith("[]"):
-            return "field(default_factory=list)", "[]"
+            return "FRESH", "[]"
         if t not in PRIMITIVE_PY:
-            factory = f"{self.name}.{t}"
-            return f"field(default_factory=lambda: {factory}())", "None"
+            return "FRESH", "None"
         if t == "bool":
             bvalue = str(raw).lower() == "true"
             return repr(bvalue), repr(bvalue)
@@ -204,13 +212,33 @@ class MessageGen:
         # bytes and records
         return 'b""', 'b""'
 
-    def field_lines(self, fields: list[dict[str, object]], indent: str) -> list[str]:
-        out = []
+    def assignment(self, f: dict[str, object]) -> str:
+        """The ``__init__`` statement that stores the field's parameter."""
+        attr = snake(str(f["name"]))
+        if self.default(f)[0] != "FRESH":
+            return f"self.{attr} = {attr}"
+        t = str(f["type"])
+        fresh = "[]" if t.startswith("[]") else f"{self.name}.{t}()"
+        return f"self.{attr} = {fresh} if {attr} is FRESH else {attr}"
+
+    def class_body(self, fields: list[dict[str, object]], indent: str) -> list[str]:
+        """``__slots__``, the annotated fields (with their ``about`` text) and ``__init__``."""
+        if not fields:
+            return [f"{indent}__slots__ = ()"]
+        attrs = [snake(str(f["name"])) for f in fields]
+        out = [f"{indent}__slots__ = {tuple(attrs)!r}"]
         for f in fields:
             about = str(f.get("about", "")).strip()
             if about:
                 out.extend(textwrap.wrap(about, 100, initial_indent=f"{indent}#: ", subsequent_indent=f"{indent}#: "))
-            out.append(f"{indent}{snake(str(f['name']))}: {self.py_type(f)} = {self.default(f)[0]}")
+            out.append(f"{indent}{snake(str(f['name']))}: {self.py_type(f)}")
+        out.append("")
+        out.append(f"{indent}def __init__(")
+        out.append(f"{indent}    self,")
+        for f in fields:
+            out.append(f"{indent}    {snake(str(f['name']))}: {self.py_type(f)} = {self.default(f)[0]},")
+        out.append(f"{indent}) -> None:")
+        out.extend(f"{indent}    {self.assignment(f)}" for f in fields)
         return out
 
     def spec_expr(self, cls_path: str, fields: list[dict[str, object]], indent: str) -> str:
@@ -246,7 +274,7 @@ class MessageGen:
     def render(self) -> str:
         fields: list[dict[str, object]] = self.spec["fields"]  # type: ignore[assignment]
         self.collect(fields)
-        out = ["@dataclass(slots=True)", f"class {self.name}:"]
+        out = [f"class {self.name}(StructValue):"]
         kind = self.spec["type"]
         api = f", API key {self.spec['apiKey']}" if "apiKey" in self.spec else ""
         out.append(
@@ -257,11 +285,10 @@ class MessageGen:
         out.append("    SPEC: ClassVar[Message]")
         for s in self.structs:
             out.append("")
-            out.append("    @dataclass(slots=True)")
-            out.append(f"    class {s.name}:")
-            out.extend(self.field_lines(s.fields, "        ") or ["        pass"])
+            out.append(f"    class {s.name}(StructValue):")
+            out.extend(self.class_body(s.fields, "        "))
         out.append("")
-        out.extend(self.field_lines(fields, "    "))
+        out.extend(self.class_body(fields, "    "))
         api_key = self.spec.get("apiKey")
         out.append("")
         out.append("")
@@ -294,12 +321,13 @@ def imports_for(body: str) -> str:
     std = []
     if "uuid." in body:
         std.append("import uuid")
-    std.append("from dataclasses import dataclass" + (", field" if "field(" in body else ""))
     std.append("from typing import ClassVar")
     local = []
     if "NULL_UUID" in body:
         local.append("from ..primitives import NULL_UUID")
-    names = [n for n in ("NO_VERSIONS", "Field", "Message", "Struct") if re.search(rf"\b{n}\b", body)]
+    names = [
+        n for n in ("FRESH", "NO_VERSIONS", "Field", "Message", "Struct", "StructValue") if re.search(rf"\b{n}\b", body)
+    ]
     local.append(f"from ..schema import {', '.join(names)}")
     if re.search(r"\bV\(", body):
         local.append("from ..schema import Versions as V")

@@ -10,7 +10,7 @@ asking for the end then would be told an offset that is about to move past data 
 and a writer reconciling against the end (the mirror) would write that data again. So, as Kafka
 does, a consumer's ListOffsets gets OFFSET_NOT_AVAILABLE (retriable) until the high watermark has
 reached the log end the leader had when its epoch began (LEADER_NOT_AVAILABLE before v5, which
-predates that error).
+predates that error). EARLIEST and EARLIEST_LOCAL are answered meanwhile, as in Kafka.
 
 Besides a timestamp, Kafka's special values: LATEST (-1, the high watermark), EARLIEST (-2, the
 log start offset, which DeleteRecords moves), MAX_TIMESTAMP (-3, KIP-734, v7: the record with
@@ -37,6 +37,8 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 #: The replica id of a consumer (anything else is a broker or a debugging tool).
 CONSUMER_REPLICA_ID = -1
+#: The log start does not depend on the high watermark: Kafka answers these at once.
+_KNOWN_WITHOUT_HIGH_WATERMARK = (EARLIEST, EARLIEST_LOCAL)
 #: The first ListOffsets version that knows OFFSET_NOT_AVAILABLE (KIP-207).
 OFFSET_NOT_AVAILABLE_VERSION = 5
 
@@ -94,6 +96,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 request.replica_id == CONSUMER_REPLICA_ID
                 and state is not None
                 and plog.high_watermark < state.epoch_start_offset
+                and req.timestamp not in _KNOWN_WITHOUT_HIGH_WATERMARK
             ):
                 out.error_code = (
                     ErrorCode.OFFSET_NOT_AVAILABLE

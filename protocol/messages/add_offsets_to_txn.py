@@ -7,27 +7,38 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class AddOffsetsToTxnRequest:
+class AddOffsetsToTxnRequest(StructValue):
     """Kafka request AddOffsetsToTxnRequest, API key 25: versions 0-4, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id')
     #: The transactional id corresponding to the transaction.
-    transactional_id: str = ''
+    transactional_id: str
     #: Current producer id in use by the transactional id.
-    producer_id: int = 0
+    producer_id: int
     #: Current epoch associated with the producer id.
-    producer_epoch: int = 0
+    producer_epoch: int
     #: The unique group identifier.
-    group_id: str = ''
+    group_id: str
+
+    def __init__(
+        self,
+        transactional_id: str = '',
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        group_id: str = '',
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.group_id = group_id
 
 
 AddOffsetsToTxnRequest.SPEC = Message(
@@ -45,17 +56,25 @@ AddOffsetsToTxnRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class AddOffsetsToTxnResponse:
+class AddOffsetsToTxnResponse(StructValue):
     """Kafka response AddOffsetsToTxnResponse, API key 25: versions 0-4, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('throttle_time_ms', 'error_code')
     #: Duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The response error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
 
 
 AddOffsetsToTxnResponse.SPEC = Message(

@@ -7,50 +7,85 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class AddPartitionsToTxnRequest:
+class AddPartitionsToTxnRequest(StructValue):
     """Kafka request AddPartitionsToTxnRequest, API key 24: versions 0-5, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class AddPartitionsToTxnTransaction:
+    class AddPartitionsToTxnTransaction(StructValue):
+        __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics')
         #: The transactional id corresponding to the transaction.
-        transactional_id: str = ''
+        transactional_id: str
         #: Current producer id in use by the transactional id.
-        producer_id: int = 0
+        producer_id: int
         #: Current epoch associated with the producer id.
-        producer_epoch: int = 0
+        producer_epoch: int
         #: Boolean to signify if we want to check if the partition is in the transaction rather than
         #: add it.
-        verify_only: bool = False
+        verify_only: bool
         #: The partitions to add to the transaction.
-        topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = field(default_factory=list)
+        topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
 
-    @dataclass(slots=True)
-    class AddPartitionsToTxnTopic:
+        def __init__(
+            self,
+            transactional_id: str = '',
+            producer_id: int = 0,
+            producer_epoch: int = 0,
+            verify_only: bool = False,
+            topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = FRESH,
+        ) -> None:
+            self.transactional_id = transactional_id
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.verify_only = verify_only
+            self.topics = [] if topics is FRESH else topics
+
+    class AddPartitionsToTxnTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The name of the topic.
-        name: str = ''
+        name: str
         #: The partition indexes to add to the transaction
-        partitions: list[int] = field(default_factory=list)
+        partitions: list[int]
 
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[int] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    __slots__ = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics')
     #: List of transactions to add partitions to.
-    transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction] = field(default_factory=list)
+    transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction]
     #: The transactional id corresponding to the transaction.
-    v3_and_below_transactional_id: str = ''
+    v3_and_below_transactional_id: str
     #: Current producer id in use by the transactional id.
-    v3_and_below_producer_id: int = 0
+    v3_and_below_producer_id: int
     #: Current epoch associated with the producer id.
-    v3_and_below_producer_epoch: int = 0
+    v3_and_below_producer_epoch: int
     #: The partitions to add to the transaction.
-    v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = field(default_factory=list)
+    v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
+
+    def __init__(
+        self,
+        transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction] = FRESH,
+        v3_and_below_transactional_id: str = '',
+        v3_and_below_producer_id: int = 0,
+        v3_and_below_producer_epoch: int = 0,
+        v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = FRESH,
+    ) -> None:
+        self.transactions = [] if transactions is FRESH else transactions
+        self.v3_and_below_transactional_id = v3_and_below_transactional_id
+        self.v3_and_below_producer_id = v3_and_below_producer_id
+        self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
+        self.v3_and_below_topics = [] if v3_and_below_topics is FRESH else v3_and_below_topics
 
 
 AddPartitionsToTxnRequest.SPEC = Message(
@@ -81,42 +116,78 @@ AddPartitionsToTxnRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class AddPartitionsToTxnResponse:
+class AddPartitionsToTxnResponse(StructValue):
     """Kafka response AddPartitionsToTxnResponse, API key 24: versions 0-5, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class AddPartitionsToTxnResult:
+    class AddPartitionsToTxnResult(StructValue):
+        __slots__ = ('transactional_id', 'topic_results')
         #: The transactional id corresponding to the transaction.
-        transactional_id: str = ''
+        transactional_id: str
         #: The results for each topic.
-        topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = field(default_factory=list)
+        topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
 
-    @dataclass(slots=True)
-    class AddPartitionsToTxnTopicResult:
+        def __init__(
+            self,
+            transactional_id: str = '',
+            topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = FRESH,
+        ) -> None:
+            self.transactional_id = transactional_id
+            self.topic_results = [] if topic_results is FRESH else topic_results
+
+    class AddPartitionsToTxnTopicResult(StructValue):
+        __slots__ = ('name', 'results_by_partition')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The results for each partition
-        results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = field(default_factory=list)
+        results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]
 
-    @dataclass(slots=True)
-    class AddPartitionsToTxnPartitionResult:
+        def __init__(
+            self,
+            name: str = '',
+            results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = FRESH,
+        ) -> None:
+            self.name = name
+            self.results_by_partition = [] if results_by_partition is FRESH else results_by_partition
+
+    class AddPartitionsToTxnPartitionResult(StructValue):
+        __slots__ = ('partition_index', 'partition_error_code')
         #: The partition indexes.
-        partition_index: int = 0
+        partition_index: int
         #: The response error code.
-        partition_error_code: int = 0
+        partition_error_code: int
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            partition_error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.partition_error_code = partition_error_code
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below')
     #: Duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The response top level error code.
-    error_code: int = 0
+    error_code: int
     #: Results categorized by transactional ID.
-    results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = field(default_factory=list)
+    results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult]
     #: The results for each topic.
-    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = field(default_factory=list)
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = FRESH,
+        results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.results_by_transaction = [] if results_by_transaction is FRESH else results_by_transaction
+        self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is FRESH else results_by_topic_v3_and_below
 
 
 AddPartitionsToTxnResponse.SPEC = Message(

@@ -7,39 +7,64 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class AlterConfigsRequest:
+class AlterConfigsRequest(StructValue):
     """Kafka request AlterConfigsRequest, API key 33: versions 0-2, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class AlterConfigsResource:
+    class AlterConfigsResource(StructValue):
+        __slots__ = ('resource_type', 'resource_name', 'configs')
         #: The resource type.
-        resource_type: int = 0
+        resource_type: int
         #: The resource name.
-        resource_name: str = ''
+        resource_name: str
         #: The configurations.
-        configs: list[AlterConfigsRequest.AlterableConfig] = field(default_factory=list)
+        configs: list[AlterConfigsRequest.AlterableConfig]
 
-    @dataclass(slots=True)
-    class AlterableConfig:
+        def __init__(
+            self,
+            resource_type: int = 0,
+            resource_name: str = '',
+            configs: list[AlterConfigsRequest.AlterableConfig] = FRESH,
+        ) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configs = [] if configs is FRESH else configs
+
+    class AlterableConfig(StructValue):
+        __slots__ = ('name', 'value')
         #: The configuration key name.
-        name: str = ''
+        name: str
         #: The value to set for the configuration key.
-        value: str | None = ''
+        value: str | None
 
+        def __init__(
+            self,
+            name: str = '',
+            value: str | None = '',
+        ) -> None:
+            self.name = name
+            self.value = value
+
+    __slots__ = ('resources', 'validate_only')
     #: The updates for each resource.
-    resources: list[AlterConfigsRequest.AlterConfigsResource] = field(default_factory=list)
+    resources: list[AlterConfigsRequest.AlterConfigsResource]
     #: True if we should validate the request, but not change the configurations.
-    validate_only: bool = False
+    validate_only: bool
+
+    def __init__(
+        self,
+        resources: list[AlterConfigsRequest.AlterConfigsResource] = FRESH,
+        validate_only: bool = False,
+    ) -> None:
+        self.resources = [] if resources is FRESH else resources
+        self.validate_only = validate_only
 
 
 AlterConfigsRequest.SPEC = Message(
@@ -62,28 +87,48 @@ AlterConfigsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class AlterConfigsResponse:
+class AlterConfigsResponse(StructValue):
     """Kafka response AlterConfigsResponse, API key 33: versions 0-2, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class AlterConfigsResourceResponse:
+    class AlterConfigsResourceResponse(StructValue):
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
         #: The resource error code.
-        error_code: int = 0
+        error_code: int
         #: The resource error message, or null if there was no error.
-        error_message: str | None = ''
+        error_message: str | None
         #: The resource type.
-        resource_type: int = 0
+        resource_type: int
         #: The resource name.
-        resource_name: str = ''
+        resource_name: str
 
+        def __init__(
+            self,
+            error_code: int = 0,
+            error_message: str | None = '',
+            resource_type: int = 0,
+            resource_name: str = '',
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+
+    __slots__ = ('throttle_time_ms', 'responses')
     #: Duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The responses for each resource.
-    responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = field(default_factory=list)
+    responses: list[AlterConfigsResponse.AlterConfigsResourceResponse]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is FRESH else responses
 
 
 AlterConfigsResponse.SPEC = Message(

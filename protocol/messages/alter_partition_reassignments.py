@@ -7,38 +7,61 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class AlterPartitionReassignmentsRequest:
+class AlterPartitionReassignmentsRequest(StructValue):
     """Kafka request AlterPartitionReassignmentsRequest, API key 45: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class ReassignableTopic:
+    class ReassignableTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The partitions to reassign.
-        partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = field(default_factory=list)
+        partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition]
 
-    @dataclass(slots=True)
-    class ReassignablePartition:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class ReassignablePartition(StructValue):
+        __slots__ = ('partition_index', 'replicas')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The replicas to place the partitions on, or null to cancel a pending reassignment for
         #: this partition.
-        replicas: list[int] | None = None
+        replicas: list[int] | None
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            replicas: list[int] | None = None,
+        ) -> None:
+            self.partition_index = partition_index
+            self.replicas = replicas
+
+    __slots__ = ('timeout_ms', 'topics')
     #: The time in ms to wait for the request to complete.
-    timeout_ms: int = 60000
+    timeout_ms: int
     #: The topics to reassign.
-    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = field(default_factory=list)
+    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
+
+    def __init__(
+        self,
+        timeout_ms: int = 60000,
+        topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = FRESH,
+    ) -> None:
+        self.timeout_ms = timeout_ms
+        self.topics = [] if topics is FRESH else topics
 
 
 AlterPartitionReassignmentsRequest.SPEC = Message(
@@ -60,37 +83,67 @@ AlterPartitionReassignmentsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class AlterPartitionReassignmentsResponse:
+class AlterPartitionReassignmentsResponse(StructValue):
     """Kafka response AlterPartitionReassignmentsResponse, API key 45: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class ReassignableTopicResponse:
+    class ReassignableTopicResponse(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name
-        name: str = ''
+        name: str
         #: The responses to partitions to reassign
-        partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = field(default_factory=list)
+        partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]
 
-    @dataclass(slots=True)
-    class ReassignablePartitionResponse:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class ReassignablePartitionResponse(StructValue):
+        __slots__ = ('partition_index', 'error_code', 'error_message')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The error code for this partition, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The error message for this partition, or null if there was no error.
-        error_message: str | None = ''
+        error_message: str | None
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            error_code: int = 0,
+            error_message: str | None = '',
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.error_message = error_message
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The top-level error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The top-level error message, or null if there was no error.
-    error_message: str | None = ''
+    error_message: str | None
     #: The responses to topics to reassign.
-    responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = field(default_factory=list)
+    responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = [] if responses is FRESH else responses
 
 
 AlterPartitionReassignmentsResponse.SPEC = Message(

@@ -7,23 +7,30 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class ApiVersionsRequest:
+class ApiVersionsRequest(StructValue):
     """Kafka request ApiVersionsRequest, API key 18: versions 0-4, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('client_software_name', 'client_software_version')
     #: The name of the client.
-    client_software_name: str = ''
+    client_software_name: str
     #: The version of the client.
-    client_software_version: str = ''
+    client_software_version: str
+
+    def __init__(
+        self,
+        client_software_name: str = '',
+        client_software_version: str = '',
+    ) -> None:
+        self.client_software_name = client_software_name
+        self.client_software_version = client_software_version
 
 
 ApiVersionsRequest.SPEC = Message(
@@ -39,57 +46,105 @@ ApiVersionsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class ApiVersionsResponse:
+class ApiVersionsResponse(StructValue):
     """Kafka response ApiVersionsResponse, API key 18: versions 0-4, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class ApiVersion:
+    class ApiVersion(StructValue):
+        __slots__ = ('api_key', 'min_version', 'max_version')
         #: The API index.
-        api_key: int = 0
+        api_key: int
         #: The minimum supported version, inclusive.
-        min_version: int = 0
+        min_version: int
         #: The maximum supported version, inclusive.
-        max_version: int = 0
+        max_version: int
 
-    @dataclass(slots=True)
-    class SupportedFeatureKey:
+        def __init__(
+            self,
+            api_key: int = 0,
+            min_version: int = 0,
+            max_version: int = 0,
+        ) -> None:
+            self.api_key = api_key
+            self.min_version = min_version
+            self.max_version = max_version
+
+    class SupportedFeatureKey(StructValue):
+        __slots__ = ('name', 'min_version', 'max_version')
         #: The name of the feature.
-        name: str = ''
+        name: str
         #: The minimum supported version for the feature.
-        min_version: int = 0
+        min_version: int
         #: The maximum supported version for the feature.
-        max_version: int = 0
+        max_version: int
 
-    @dataclass(slots=True)
-    class FinalizedFeatureKey:
+        def __init__(
+            self,
+            name: str = '',
+            min_version: int = 0,
+            max_version: int = 0,
+        ) -> None:
+            self.name = name
+            self.min_version = min_version
+            self.max_version = max_version
+
+    class FinalizedFeatureKey(StructValue):
+        __slots__ = ('name', 'max_version_level', 'min_version_level')
         #: The name of the feature.
-        name: str = ''
+        name: str
         #: The cluster-wide finalized max version level for the feature.
-        max_version_level: int = 0
+        max_version_level: int
         #: The cluster-wide finalized min version level for the feature.
-        min_version_level: int = 0
+        min_version_level: int
 
+        def __init__(
+            self,
+            name: str = '',
+            max_version_level: int = 0,
+            min_version_level: int = 0,
+        ) -> None:
+            self.name = name
+            self.max_version_level = max_version_level
+            self.min_version_level = min_version_level
+
+    __slots__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready')
     #: The top-level error code.
-    error_code: int = 0
+    error_code: int
     #: The APIs supported by the broker.
-    api_keys: list[ApiVersionsResponse.ApiVersion] = field(default_factory=list)
+    api_keys: list[ApiVersionsResponse.ApiVersion]
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are
     #: omitted.
-    supported_features: list[ApiVersionsResponse.SupportedFeatureKey] = field(default_factory=list)
+    supported_features: list[ApiVersionsResponse.SupportedFeatureKey]
     #: The monotonically increasing epoch for the finalized features information. Valid values are
     #: >= 0. A value of -1 is special and represents unknown epoch.
-    finalized_features_epoch: int = -1
+    finalized_features_epoch: int
     #: List of cluster-wide finalized features. The information is valid only if
     #: FinalizedFeaturesEpoch >= 0.
-    finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey] = field(default_factory=list)
+    finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey]
     #: Set by a KRaft controller if the required configurations for ZK migration are present
-    zk_migration_ready: bool = False
+    zk_migration_ready: bool
+
+    def __init__(
+        self,
+        error_code: int = 0,
+        api_keys: list[ApiVersionsResponse.ApiVersion] = FRESH,
+        throttle_time_ms: int = 0,
+        supported_features: list[ApiVersionsResponse.SupportedFeatureKey] = FRESH,
+        finalized_features_epoch: int = -1,
+        finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey] = FRESH,
+        zk_migration_ready: bool = False,
+    ) -> None:
+        self.error_code = error_code
+        self.api_keys = [] if api_keys is FRESH else api_keys
+        self.throttle_time_ms = throttle_time_ms
+        self.supported_features = [] if supported_features is FRESH else supported_features
+        self.finalized_features_epoch = finalized_features_epoch
+        self.finalized_features = [] if finalized_features is FRESH else finalized_features
+        self.zk_migration_ready = zk_migration_ready
 
 
 ApiVersionsResponse.SPEC = Message(

@@ -8,24 +8,31 @@ Do not edit by hand: change the generator and rerun it.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..primitives import NULL_UUID
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class ConsumerGroupDescribeRequest:
+class ConsumerGroupDescribeRequest(StructValue):
     """Kafka request ConsumerGroupDescribeRequest, API key 69: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('group_ids', 'include_authorized_operations')
     #: The ids of the groups to describe
-    group_ids: list[str] = field(default_factory=list)
+    group_ids: list[str]
     #: Whether to include authorized operations.
-    include_authorized_operations: bool = False
+    include_authorized_operations: bool
+
+    def __init__(
+        self,
+        group_ids: list[str] = FRESH,
+        include_authorized_operations: bool = False,
+    ) -> None:
+        self.group_ids = [] if group_ids is FRESH else group_ids
+        self.include_authorized_operations = include_authorized_operations
 
 
 ConsumerGroupDescribeRequest.SPEC = Message(
@@ -41,75 +48,145 @@ ConsumerGroupDescribeRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class ConsumerGroupDescribeResponse:
+class ConsumerGroupDescribeResponse(StructValue):
     """Kafka response ConsumerGroupDescribeResponse, API key 69: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DescribedGroup:
+    class DescribedGroup(StructValue):
+        __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
         #: The describe error, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The top-level error message, or null if there was no error.
-        error_message: str | None = None
+        error_message: str | None
         #: The group ID string.
-        group_id: str = ''
+        group_id: str
         #: The group state string, or the empty string.
-        group_state: str = ''
+        group_state: str
         #: The group epoch.
-        group_epoch: int = 0
+        group_epoch: int
         #: The assignment epoch.
-        assignment_epoch: int = 0
+        assignment_epoch: int
         #: The selected assignor.
-        assignor_name: str = ''
+        assignor_name: str
         #: The members.
-        members: list[ConsumerGroupDescribeResponse.Member] = field(default_factory=list)
+        members: list[ConsumerGroupDescribeResponse.Member]
         #: 32-bit bitfield to represent authorized operations for this group.
-        authorized_operations: int = -2147483648
+        authorized_operations: int
 
-    @dataclass(slots=True)
-    class Member:
+        def __init__(
+            self,
+            error_code: int = 0,
+            error_message: str | None = None,
+            group_id: str = '',
+            group_state: str = '',
+            group_epoch: int = 0,
+            assignment_epoch: int = 0,
+            assignor_name: str = '',
+            members: list[ConsumerGroupDescribeResponse.Member] = FRESH,
+            authorized_operations: int = -2147483648,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.group_id = group_id
+            self.group_state = group_state
+            self.group_epoch = group_epoch
+            self.assignment_epoch = assignment_epoch
+            self.assignor_name = assignor_name
+            self.members = [] if members is FRESH else members
+            self.authorized_operations = authorized_operations
+
+    class Member(StructValue):
+        __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment')
         #: The member ID.
-        member_id: str = ''
+        member_id: str
         #: The member instance ID.
-        instance_id: str | None = None
+        instance_id: str | None
         #: The member rack ID.
-        rack_id: str | None = None
+        rack_id: str | None
         #: The current member epoch.
-        member_epoch: int = 0
+        member_epoch: int
         #: The client ID.
-        client_id: str = ''
+        client_id: str
         #: The client host.
-        client_host: str = ''
+        client_host: str
         #: The subscribed topic names.
-        subscribed_topic_names: list[str] = field(default_factory=list)
+        subscribed_topic_names: list[str]
         #: the subscribed topic regex otherwise or null of not provided.
-        subscribed_topic_regex: str | None = None
+        subscribed_topic_regex: str | None
         #: The current assignment.
-        assignment: ConsumerGroupDescribeResponse.Assignment = field(default_factory=lambda: ConsumerGroupDescribeResponse.Assignment())
+        assignment: ConsumerGroupDescribeResponse.Assignment
         #: The target assignment.
-        target_assignment: ConsumerGroupDescribeResponse.Assignment = field(default_factory=lambda: ConsumerGroupDescribeResponse.Assignment())
+        target_assignment: ConsumerGroupDescribeResponse.Assignment
 
-    @dataclass(slots=True)
-    class Assignment:
+        def __init__(
+            self,
+            member_id: str = '',
+            instance_id: str | None = None,
+            rack_id: str | None = None,
+            member_epoch: int = 0,
+            client_id: str = '',
+            client_host: str = '',
+            subscribed_topic_names: list[str] = FRESH,
+            subscribed_topic_regex: str | None = None,
+            assignment: ConsumerGroupDescribeResponse.Assignment = FRESH,
+            target_assignment: ConsumerGroupDescribeResponse.Assignment = FRESH,
+        ) -> None:
+            self.member_id = member_id
+            self.instance_id = instance_id
+            self.rack_id = rack_id
+            self.member_epoch = member_epoch
+            self.client_id = client_id
+            self.client_host = client_host
+            self.subscribed_topic_names = [] if subscribed_topic_names is FRESH else subscribed_topic_names
+            self.subscribed_topic_regex = subscribed_topic_regex
+            self.assignment = ConsumerGroupDescribeResponse.Assignment() if assignment is FRESH else assignment
+            self.target_assignment = ConsumerGroupDescribeResponse.Assignment() if target_assignment is FRESH else target_assignment
+
+    class Assignment(StructValue):
+        __slots__ = ('topic_partitions',)
         #: The assigned topic-partitions to the member.
-        topic_partitions: list[ConsumerGroupDescribeResponse.TopicPartitions] = field(default_factory=list)
+        topic_partitions: list[ConsumerGroupDescribeResponse.TopicPartitions]
 
-    @dataclass(slots=True)
-    class TopicPartitions:
+        def __init__(
+            self,
+            topic_partitions: list[ConsumerGroupDescribeResponse.TopicPartitions] = FRESH,
+        ) -> None:
+            self.topic_partitions = [] if topic_partitions is FRESH else topic_partitions
+
+    class TopicPartitions(StructValue):
+        __slots__ = ('topic_id', 'topic_name', 'partitions')
         #: The topic ID.
-        topic_id: uuid.UUID = NULL_UUID
+        topic_id: uuid.UUID
         #: The topic name.
-        topic_name: str = ''
+        topic_name: str
         #: The partitions.
-        partitions: list[int] = field(default_factory=list)
+        partitions: list[int]
 
+        def __init__(
+            self,
+            topic_id: uuid.UUID = NULL_UUID,
+            topic_name: str = '',
+            partitions: list[int] = FRESH,
+        ) -> None:
+            self.topic_id = topic_id
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    __slots__ = ('throttle_time_ms', 'groups')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: Each described group.
-    groups: list[ConsumerGroupDescribeResponse.DescribedGroup] = field(default_factory=list)
+    groups: list[ConsumerGroupDescribeResponse.DescribedGroup]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        groups: list[ConsumerGroupDescribeResponse.DescribedGroup] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is FRESH else groups
 
 
 ConsumerGroupDescribeResponse.SPEC = Message(

@@ -7,29 +7,50 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import NO_VERSIONS, Field, Message, Struct
+from ..schema import FRESH, NO_VERSIONS, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class ConsumerProtocolSubscription:
+class ConsumerProtocolSubscription(StructValue):
     """Kafka data ConsumerProtocolSubscription: versions 0-3, flexible none."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class TopicPartition:
-        topic: str = ''
-        partitions: list[int] = field(default_factory=list)
+    class TopicPartition(StructValue):
+        __slots__ = ('topic', 'partitions')
+        topic: str
+        partitions: list[int]
 
-    topics: list[str] = field(default_factory=list)
-    user_data: bytes | None = None
-    owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] = field(default_factory=list)
-    generation_id: int = -1
-    rack_id: str | None = None
+        def __init__(
+            self,
+            topic: str = '',
+            partitions: list[int] = FRESH,
+        ) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is FRESH else partitions
+
+    __slots__ = ('topics', 'user_data', 'owned_partitions', 'generation_id', 'rack_id')
+    topics: list[str]
+    user_data: bytes | None
+    owned_partitions: list[ConsumerProtocolSubscription.TopicPartition]
+    generation_id: int
+    rack_id: str | None
+
+    def __init__(
+        self,
+        topics: list[str] = FRESH,
+        user_data: bytes | None = None,
+        owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] = FRESH,
+        generation_id: int = -1,
+        rack_id: str | None = None,
+    ) -> None:
+        self.topics = [] if topics is FRESH else topics
+        self.user_data = user_data
+        self.owned_partitions = [] if owned_partitions is FRESH else owned_partitions
+        self.generation_id = generation_id
+        self.rack_id = rack_id
 
 
 ConsumerProtocolSubscription.SPEC = Message(
@@ -51,19 +72,35 @@ ConsumerProtocolSubscription.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class ConsumerProtocolAssignment:
+class ConsumerProtocolAssignment(StructValue):
     """Kafka data ConsumerProtocolAssignment: versions 0-3, flexible none."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class TopicPartition:
-        topic: str = ''
-        partitions: list[int] = field(default_factory=list)
+    class TopicPartition(StructValue):
+        __slots__ = ('topic', 'partitions')
+        topic: str
+        partitions: list[int]
 
-    assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition] = field(default_factory=list)
-    user_data: bytes | None = None
+        def __init__(
+            self,
+            topic: str = '',
+            partitions: list[int] = FRESH,
+        ) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is FRESH else partitions
+
+    __slots__ = ('assigned_partitions', 'user_data')
+    assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition]
+    user_data: bytes | None
+
+    def __init__(
+        self,
+        assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition] = FRESH,
+        user_data: bytes | None = None,
+    ) -> None:
+        self.assigned_partitions = [] if assigned_partitions is FRESH else assigned_partitions
+        self.user_data = user_data
 
 
 ConsumerProtocolAssignment.SPEC = Message(

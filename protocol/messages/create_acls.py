@@ -7,38 +7,61 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class CreateAclsRequest:
+class CreateAclsRequest(StructValue):
     """Kafka request CreateAclsRequest, API key 30: versions 0-3, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class AclCreation:
+    class AclCreation(StructValue):
+        __slots__ = ('resource_type', 'resource_name', 'resource_pattern_type', 'principal', 'host', 'operation', 'permission_type')
         #: The type of the resource.
-        resource_type: int = 0
+        resource_type: int
         #: The resource name for the ACL.
-        resource_name: str = ''
+        resource_name: str
         #: The pattern type for the ACL.
-        resource_pattern_type: int = 3
+        resource_pattern_type: int
         #: The principal for the ACL.
-        principal: str = ''
+        principal: str
         #: The host for the ACL.
-        host: str = ''
+        host: str
         #: The operation type for the ACL (read, write, etc.).
-        operation: int = 0
+        operation: int
         #: The permission type for the ACL (allow, deny, etc.).
-        permission_type: int = 0
+        permission_type: int
 
+        def __init__(
+            self,
+            resource_type: int = 0,
+            resource_name: str = '',
+            resource_pattern_type: int = 3,
+            principal: str = '',
+            host: str = '',
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.resource_pattern_type = resource_pattern_type
+            self.principal = principal
+            self.host = host
+            self.operation = operation
+            self.permission_type = permission_type
+
+    __slots__ = ('creations',)
     #: The ACLs that we want to create.
-    creations: list[CreateAclsRequest.AclCreation] = field(default_factory=list)
+    creations: list[CreateAclsRequest.AclCreation]
+
+    def __init__(
+        self,
+        creations: list[CreateAclsRequest.AclCreation] = FRESH,
+    ) -> None:
+        self.creations = [] if creations is FRESH else creations
 
 
 CreateAclsRequest.SPEC = Message(
@@ -61,24 +84,40 @@ CreateAclsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class CreateAclsResponse:
+class CreateAclsResponse(StructValue):
     """Kafka response CreateAclsResponse, API key 30: versions 0-3, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class AclCreationResult:
+    class AclCreationResult(StructValue):
+        __slots__ = ('error_code', 'error_message')
         #: The result error, or zero if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The result message, or null if there was no error.
-        error_message: str | None = ''
+        error_message: str | None
 
+        def __init__(
+            self,
+            error_code: int = 0,
+            error_message: str | None = '',
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+
+    __slots__ = ('throttle_time_ms', 'results')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The results for each ACL creation.
-    results: list[CreateAclsResponse.AclCreationResult] = field(default_factory=list)
+    results: list[CreateAclsResponse.AclCreationResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        results: list[CreateAclsResponse.AclCreationResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is FRESH else results
 
 
 CreateAclsResponse.SPEC = Message(

@@ -7,39 +7,64 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class CreatePartitionsRequest:
+class CreatePartitionsRequest(StructValue):
     """Kafka request CreatePartitionsRequest, API key 37: versions 0-3, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class CreatePartitionsTopic:
+    class CreatePartitionsTopic(StructValue):
+        __slots__ = ('name', 'count', 'assignments')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The new partition count.
-        count: int = 0
+        count: int
         #: The new partition assignments.
-        assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None = field(default_factory=list)
+        assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None
 
-    @dataclass(slots=True)
-    class CreatePartitionsAssignment:
+        def __init__(
+            self,
+            name: str = '',
+            count: int = 0,
+            assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None = FRESH,
+        ) -> None:
+            self.name = name
+            self.count = count
+            self.assignments = [] if assignments is FRESH else assignments
+
+    class CreatePartitionsAssignment(StructValue):
+        __slots__ = ('broker_ids',)
         #: The assigned broker IDs.
-        broker_ids: list[int] = field(default_factory=list)
+        broker_ids: list[int]
 
+        def __init__(
+            self,
+            broker_ids: list[int] = FRESH,
+        ) -> None:
+            self.broker_ids = [] if broker_ids is FRESH else broker_ids
+
+    __slots__ = ('topics', 'timeout_ms', 'validate_only')
     #: Each topic that we want to create new partitions inside.
-    topics: list[CreatePartitionsRequest.CreatePartitionsTopic] = field(default_factory=list)
+    topics: list[CreatePartitionsRequest.CreatePartitionsTopic]
     #: The time in ms to wait for the partitions to be created.
-    timeout_ms: int = 0
+    timeout_ms: int
     #: If true, then validate the request, but don't actually increase the number of partitions.
-    validate_only: bool = False
+    validate_only: bool
+
+    def __init__(
+        self,
+        topics: list[CreatePartitionsRequest.CreatePartitionsTopic] = FRESH,
+        timeout_ms: int = 0,
+        validate_only: bool = False,
+    ) -> None:
+        self.topics = [] if topics is FRESH else topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
 
 
 CreatePartitionsRequest.SPEC = Message(
@@ -62,26 +87,44 @@ CreatePartitionsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class CreatePartitionsResponse:
+class CreatePartitionsResponse(StructValue):
     """Kafka response CreatePartitionsResponse, API key 37: versions 0-3, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class CreatePartitionsTopicResult:
+    class CreatePartitionsTopicResult(StructValue):
+        __slots__ = ('name', 'error_code', 'error_message')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The result error, or zero if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The result message, or null if there was no error.
-        error_message: str | None = None
+        error_message: str | None
 
+        def __init__(
+            self,
+            name: str = '',
+            error_code: int = 0,
+            error_message: str | None = None,
+        ) -> None:
+            self.name = name
+            self.error_code = error_code
+            self.error_message = error_message
+
+    __slots__ = ('throttle_time_ms', 'results')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The partition creation results for each topic.
-    results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] = field(default_factory=list)
+    results: list[CreatePartitionsResponse.CreatePartitionsTopicResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is FRESH else results
 
 
 CreatePartitionsResponse.SPEC = Message(

@@ -8,55 +8,94 @@ Do not edit by hand: change the generator and rerun it.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..primitives import NULL_UUID
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class CreateTopicsRequest:
+class CreateTopicsRequest(StructValue):
     """Kafka request CreateTopicsRequest, API key 19: versions 0-7, flexible 5+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class CreatableTopic:
+    class CreatableTopic(StructValue):
+        __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The number of partitions to create in the topic, or -1 if we are either specifying a
         #: manual partition assignment or using the default partitions.
-        num_partitions: int = 0
+        num_partitions: int
         #: The number of replicas to create for each partition in the topic, or -1 if we are either
         #: specifying a manual partition assignment or using the default replication factor.
-        replication_factor: int = 0
+        replication_factor: int
         #: The manual partition assignment, or the empty array if we are using automatic assignment.
-        assignments: list[CreateTopicsRequest.CreatableReplicaAssignment] = field(default_factory=list)
+        assignments: list[CreateTopicsRequest.CreatableReplicaAssignment]
         #: The custom topic configurations to set.
-        configs: list[CreateTopicsRequest.CreatableTopicConfig] = field(default_factory=list)
+        configs: list[CreateTopicsRequest.CreatableTopicConfig]
 
-    @dataclass(slots=True)
-    class CreatableReplicaAssignment:
+        def __init__(
+            self,
+            name: str = '',
+            num_partitions: int = 0,
+            replication_factor: int = 0,
+            assignments: list[CreateTopicsRequest.CreatableReplicaAssignment] = FRESH,
+            configs: list[CreateTopicsRequest.CreatableTopicConfig] = FRESH,
+        ) -> None:
+            self.name = name
+            self.num_partitions = num_partitions
+            self.replication_factor = replication_factor
+            self.assignments = [] if assignments is FRESH else assignments
+            self.configs = [] if configs is FRESH else configs
+
+    class CreatableReplicaAssignment(StructValue):
+        __slots__ = ('partition_index', 'broker_ids')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The brokers to place the partition on.
-        broker_ids: list[int] = field(default_factory=list)
+        broker_ids: list[int]
 
-    @dataclass(slots=True)
-    class CreatableTopicConfig:
+        def __init__(
+            self,
+            partition_index: int = 0,
+            broker_ids: list[int] = FRESH,
+        ) -> None:
+            self.partition_index = partition_index
+            self.broker_ids = [] if broker_ids is FRESH else broker_ids
+
+    class CreatableTopicConfig(StructValue):
+        __slots__ = ('name', 'value')
         #: The configuration name.
-        name: str = ''
+        name: str
         #: The configuration value.
-        value: str | None = ''
+        value: str | None
 
+        def __init__(
+            self,
+            name: str = '',
+            value: str | None = '',
+        ) -> None:
+            self.name = name
+            self.value = value
+
+    __slots__ = ('topics', 'timeout_ms', 'validate_only')
     #: The topics to create.
-    topics: list[CreateTopicsRequest.CreatableTopic] = field(default_factory=list)
+    topics: list[CreateTopicsRequest.CreatableTopic]
     #: How long to wait in milliseconds before timing out the request.
-    timeout_ms: int = 60000
+    timeout_ms: int
     #: If true, check that the topics can be created as specified, but don't create anything.
-    validate_only: bool = False
+    validate_only: bool
+
+    def __init__(
+        self,
+        topics: list[CreateTopicsRequest.CreatableTopic] = FRESH,
+        timeout_ms: int = 60000,
+        validate_only: bool = False,
+    ) -> None:
+        self.topics = [] if topics is FRESH else topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
 
 
 CreateTopicsRequest.SPEC = Message(
@@ -85,49 +124,91 @@ CreateTopicsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class CreateTopicsResponse:
+class CreateTopicsResponse(StructValue):
     """Kafka response CreateTopicsResponse, API key 19: versions 0-7, flexible 5+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class CreatableTopicResult:
+    class CreatableTopicResult(StructValue):
+        __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The unique topic ID
-        topic_id: uuid.UUID = NULL_UUID
+        topic_id: uuid.UUID
         #: The error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The error message, or null if there was no error.
-        error_message: str | None = ''
+        error_message: str | None
         #: Optional topic config error returned if configs are not returned in the response.
-        topic_config_error_code: int = 0
+        topic_config_error_code: int
         #: Number of partitions of the topic.
-        num_partitions: int = -1
+        num_partitions: int
         #: Replication factor of the topic.
-        replication_factor: int = -1
+        replication_factor: int
         #: Configuration of the topic.
-        configs: list[CreateTopicsResponse.CreatableTopicConfigs] | None = field(default_factory=list)
+        configs: list[CreateTopicsResponse.CreatableTopicConfigs] | None
 
-    @dataclass(slots=True)
-    class CreatableTopicConfigs:
+        def __init__(
+            self,
+            name: str = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            error_code: int = 0,
+            error_message: str | None = '',
+            topic_config_error_code: int = 0,
+            num_partitions: int = -1,
+            replication_factor: int = -1,
+            configs: list[CreateTopicsResponse.CreatableTopicConfigs] | None = FRESH,
+        ) -> None:
+            self.name = name
+            self.topic_id = topic_id
+            self.error_code = error_code
+            self.error_message = error_message
+            self.topic_config_error_code = topic_config_error_code
+            self.num_partitions = num_partitions
+            self.replication_factor = replication_factor
+            self.configs = [] if configs is FRESH else configs
+
+    class CreatableTopicConfigs(StructValue):
+        __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive')
         #: The configuration name.
-        name: str = ''
+        name: str
         #: The configuration value.
-        value: str | None = ''
+        value: str | None
         #: True if the configuration is read-only.
-        read_only: bool = False
+        read_only: bool
         #: The configuration source.
-        config_source: int = -1
+        config_source: int
         #: True if this configuration is sensitive.
-        is_sensitive: bool = False
+        is_sensitive: bool
 
+        def __init__(
+            self,
+            name: str = '',
+            value: str | None = '',
+            read_only: bool = False,
+            config_source: int = -1,
+            is_sensitive: bool = False,
+        ) -> None:
+            self.name = name
+            self.value = value
+            self.read_only = read_only
+            self.config_source = config_source
+            self.is_sensitive = is_sensitive
+
+    __slots__ = ('throttle_time_ms', 'topics')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: Results for each topic we tried to create.
-    topics: list[CreateTopicsResponse.CreatableTopicResult] = field(default_factory=list)
+    topics: list[CreateTopicsResponse.CreatableTopicResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        topics: list[CreateTopicsResponse.CreatableTopicResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is FRESH else topics
 
 
 CreateTopicsResponse.SPEC = Message(

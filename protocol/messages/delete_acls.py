@@ -7,38 +7,61 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DeleteAclsRequest:
+class DeleteAclsRequest(StructValue):
     """Kafka request DeleteAclsRequest, API key 31: versions 0-3, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DeleteAclsFilter:
+    class DeleteAclsFilter(StructValue):
+        __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
         #: The resource type.
-        resource_type_filter: int = 0
+        resource_type_filter: int
         #: The resource name.
-        resource_name_filter: str | None = ''
+        resource_name_filter: str | None
         #: The pattern type.
-        pattern_type_filter: int = 3
+        pattern_type_filter: int
         #: The principal filter, or null to accept all principals.
-        principal_filter: str | None = ''
+        principal_filter: str | None
         #: The host filter, or null to accept all hosts.
-        host_filter: str | None = ''
+        host_filter: str | None
         #: The ACL operation.
-        operation: int = 0
+        operation: int
         #: The permission type.
-        permission_type: int = 0
+        permission_type: int
 
+        def __init__(
+            self,
+            resource_type_filter: int = 0,
+            resource_name_filter: str | None = '',
+            pattern_type_filter: int = 3,
+            principal_filter: str | None = '',
+            host_filter: str | None = '',
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.resource_type_filter = resource_type_filter
+            self.resource_name_filter = resource_name_filter
+            self.pattern_type_filter = pattern_type_filter
+            self.principal_filter = principal_filter
+            self.host_filter = host_filter
+            self.operation = operation
+            self.permission_type = permission_type
+
+    __slots__ = ('filters',)
     #: The filters to use when deleting ACLs.
-    filters: list[DeleteAclsRequest.DeleteAclsFilter] = field(default_factory=list)
+    filters: list[DeleteAclsRequest.DeleteAclsFilter]
+
+    def __init__(
+        self,
+        filters: list[DeleteAclsRequest.DeleteAclsFilter] = FRESH,
+    ) -> None:
+        self.filters = [] if filters is FRESH else filters
 
 
 DeleteAclsRequest.SPEC = Message(
@@ -61,47 +84,87 @@ DeleteAclsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DeleteAclsResponse:
+class DeleteAclsResponse(StructValue):
     """Kafka response DeleteAclsResponse, API key 31: versions 0-3, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DeleteAclsFilterResult:
+    class DeleteAclsFilterResult(StructValue):
+        __slots__ = ('error_code', 'error_message', 'matching_acls')
         #: The error code, or 0 if the filter succeeded.
-        error_code: int = 0
+        error_code: int
         #: The error message, or null if the filter succeeded.
-        error_message: str | None = ''
+        error_message: str | None
         #: The ACLs which matched this filter.
-        matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl] = field(default_factory=list)
+        matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl]
 
-    @dataclass(slots=True)
-    class DeleteAclsMatchingAcl:
+        def __init__(
+            self,
+            error_code: int = 0,
+            error_message: str | None = '',
+            matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl] = FRESH,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.matching_acls = [] if matching_acls is FRESH else matching_acls
+
+    class DeleteAclsMatchingAcl(StructValue):
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type')
         #: The deletion error code, or 0 if the deletion succeeded.
-        error_code: int = 0
+        error_code: int
         #: The deletion error message, or null if the deletion succeeded.
-        error_message: str | None = ''
+        error_message: str | None
         #: The ACL resource type.
-        resource_type: int = 0
+        resource_type: int
         #: The ACL resource name.
-        resource_name: str = ''
+        resource_name: str
         #: The ACL resource pattern type.
-        pattern_type: int = 3
+        pattern_type: int
         #: The ACL principal.
-        principal: str = ''
+        principal: str
         #: The ACL host.
-        host: str = ''
+        host: str
         #: The ACL operation.
-        operation: int = 0
+        operation: int
         #: The ACL permission type.
-        permission_type: int = 0
+        permission_type: int
 
+        def __init__(
+            self,
+            error_code: int = 0,
+            error_message: str | None = '',
+            resource_type: int = 0,
+            resource_name: str = '',
+            pattern_type: int = 3,
+            principal: str = '',
+            host: str = '',
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.pattern_type = pattern_type
+            self.principal = principal
+            self.host = host
+            self.operation = operation
+            self.permission_type = permission_type
+
+    __slots__ = ('throttle_time_ms', 'filter_results')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The results for each filter.
-    filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] = field(default_factory=list)
+    filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.filter_results = [] if filter_results is FRESH else filter_results
 
 
 DeleteAclsResponse.SPEC = Message(

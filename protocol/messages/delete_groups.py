@@ -7,21 +7,26 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DeleteGroupsRequest:
+class DeleteGroupsRequest(StructValue):
     """Kafka request DeleteGroupsRequest, API key 42: versions 0-2, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('groups_names',)
     #: The group names to delete.
-    groups_names: list[str] = field(default_factory=list)
+    groups_names: list[str]
+
+    def __init__(
+        self,
+        groups_names: list[str] = FRESH,
+    ) -> None:
+        self.groups_names = [] if groups_names is FRESH else groups_names
 
 
 DeleteGroupsRequest.SPEC = Message(
@@ -36,24 +41,40 @@ DeleteGroupsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DeleteGroupsResponse:
+class DeleteGroupsResponse(StructValue):
     """Kafka response DeleteGroupsResponse, API key 42: versions 0-2, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DeletableGroupResult:
+    class DeletableGroupResult(StructValue):
+        __slots__ = ('group_id', 'error_code')
         #: The group id
-        group_id: str = ''
+        group_id: str
         #: The deletion error, or 0 if the deletion succeeded.
-        error_code: int = 0
+        error_code: int
 
+        def __init__(
+            self,
+            group_id: str = '',
+            error_code: int = 0,
+        ) -> None:
+            self.group_id = group_id
+            self.error_code = error_code
+
+    __slots__ = ('throttle_time_ms', 'results')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The deletion results
-    results: list[DeleteGroupsResponse.DeletableGroupResult] = field(default_factory=list)
+    results: list[DeleteGroupsResponse.DeletableGroupResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        results: list[DeleteGroupsResponse.DeletableGroupResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is FRESH else results
 
 
 DeleteGroupsResponse.SPEC = Message(

@@ -7,37 +7,60 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DeleteRecordsRequest:
+class DeleteRecordsRequest(StructValue):
     """Kafka request DeleteRecordsRequest, API key 21: versions 0-2, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DeleteRecordsTopic:
+    class DeleteRecordsTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: Each partition that we want to delete records from.
-        partitions: list[DeleteRecordsRequest.DeleteRecordsPartition] = field(default_factory=list)
+        partitions: list[DeleteRecordsRequest.DeleteRecordsPartition]
 
-    @dataclass(slots=True)
-    class DeleteRecordsPartition:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[DeleteRecordsRequest.DeleteRecordsPartition] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class DeleteRecordsPartition(StructValue):
+        __slots__ = ('partition_index', 'offset')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The deletion offset.
-        offset: int = 0
+        offset: int
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            offset: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.offset = offset
+
+    __slots__ = ('topics', 'timeout_ms')
     #: Each topic that we want to delete records from.
-    topics: list[DeleteRecordsRequest.DeleteRecordsTopic] = field(default_factory=list)
+    topics: list[DeleteRecordsRequest.DeleteRecordsTopic]
     #: How long to wait for the deletion to complete, in milliseconds.
-    timeout_ms: int = 0
+    timeout_ms: int
+
+    def __init__(
+        self,
+        topics: list[DeleteRecordsRequest.DeleteRecordsTopic] = FRESH,
+        timeout_ms: int = 0,
+    ) -> None:
+        self.topics = [] if topics is FRESH else topics
+        self.timeout_ms = timeout_ms
 
 
 DeleteRecordsRequest.SPEC = Message(
@@ -59,33 +82,59 @@ DeleteRecordsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DeleteRecordsResponse:
+class DeleteRecordsResponse(StructValue):
     """Kafka response DeleteRecordsResponse, API key 21: versions 0-2, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DeleteRecordsTopicResult:
+    class DeleteRecordsTopicResult(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: Each partition that we wanted to delete records from.
-        partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult] = field(default_factory=list)
+        partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult]
 
-    @dataclass(slots=True)
-    class DeleteRecordsPartitionResult:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class DeleteRecordsPartitionResult(StructValue):
+        __slots__ = ('partition_index', 'low_watermark', 'error_code')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The partition low water mark.
-        low_watermark: int = 0
+        low_watermark: int
         #: The deletion error code, or 0 if the deletion succeeded.
-        error_code: int = 0
+        error_code: int
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            low_watermark: int = 0,
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.low_watermark = low_watermark
+            self.error_code = error_code
+
+    __slots__ = ('throttle_time_ms', 'topics')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: Each topic that we wanted to delete records from.
-    topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = field(default_factory=list)
+    topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is FRESH else topics
 
 
 DeleteRecordsResponse.SPEC = Message(

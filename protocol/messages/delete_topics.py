@@ -8,33 +8,50 @@ Do not edit by hand: change the generator and rerun it.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..primitives import NULL_UUID
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DeleteTopicsRequest:
+class DeleteTopicsRequest(StructValue):
     """Kafka request DeleteTopicsRequest, API key 20: versions 0-6, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DeleteTopicState:
+    class DeleteTopicState(StructValue):
+        __slots__ = ('name', 'topic_id')
         #: The topic name
-        name: str | None = None
+        name: str | None
         #: The unique topic ID
-        topic_id: uuid.UUID = NULL_UUID
+        topic_id: uuid.UUID
 
+        def __init__(
+            self,
+            name: str | None = None,
+            topic_id: uuid.UUID = NULL_UUID,
+        ) -> None:
+            self.name = name
+            self.topic_id = topic_id
+
+    __slots__ = ('topics', 'topic_names', 'timeout_ms')
     #: The name or topic ID of the topic
-    topics: list[DeleteTopicsRequest.DeleteTopicState] = field(default_factory=list)
+    topics: list[DeleteTopicsRequest.DeleteTopicState]
     #: The names of the topics to delete
-    topic_names: list[str] = field(default_factory=list)
+    topic_names: list[str]
     #: The length of time in milliseconds to wait for the deletions to complete.
-    timeout_ms: int = 0
+    timeout_ms: int
+
+    def __init__(
+        self,
+        topics: list[DeleteTopicsRequest.DeleteTopicState] = FRESH,
+        topic_names: list[str] = FRESH,
+        timeout_ms: int = 0,
+    ) -> None:
+        self.topics = [] if topics is FRESH else topics
+        self.topic_names = [] if topic_names is FRESH else topic_names
+        self.timeout_ms = timeout_ms
 
 
 DeleteTopicsRequest.SPEC = Message(
@@ -54,28 +71,48 @@ DeleteTopicsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DeleteTopicsResponse:
+class DeleteTopicsResponse(StructValue):
     """Kafka response DeleteTopicsResponse, API key 20: versions 0-6, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DeletableTopicResult:
+    class DeletableTopicResult(StructValue):
+        __slots__ = ('name', 'topic_id', 'error_code', 'error_message')
         #: The topic name
-        name: str | None = ''
+        name: str | None
         #: the unique topic ID
-        topic_id: uuid.UUID = NULL_UUID
+        topic_id: uuid.UUID
         #: The deletion error, or 0 if the deletion succeeded.
-        error_code: int = 0
+        error_code: int
         #: The error message, or null if there was no error.
-        error_message: str | None = None
+        error_message: str | None
 
+        def __init__(
+            self,
+            name: str | None = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            error_code: int = 0,
+            error_message: str | None = None,
+        ) -> None:
+            self.name = name
+            self.topic_id = topic_id
+            self.error_code = error_code
+            self.error_message = error_message
+
+    __slots__ = ('throttle_time_ms', 'responses')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The results for each topic we tried to delete.
-    responses: list[DeleteTopicsResponse.DeletableTopicResult] = field(default_factory=list)
+    responses: list[DeleteTopicsResponse.DeletableTopicResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        responses: list[DeleteTopicsResponse.DeletableTopicResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is FRESH else responses
 
 
 DeleteTopicsResponse.SPEC = Message(

@@ -7,33 +7,50 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DescribeAclsRequest:
+class DescribeAclsRequest(StructValue):
     """Kafka request DescribeAclsRequest, API key 29: versions 0-3, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
     #: The resource type.
-    resource_type_filter: int = 0
+    resource_type_filter: int
     #: The resource name, or null to match any resource name.
-    resource_name_filter: str | None = ''
+    resource_name_filter: str | None
     #: The resource pattern to match.
-    pattern_type_filter: int = 3
+    pattern_type_filter: int
     #: The principal to match, or null to match any principal.
-    principal_filter: str | None = ''
+    principal_filter: str | None
     #: The host to match, or null to match any host.
-    host_filter: str | None = ''
+    host_filter: str | None
     #: The operation to match.
-    operation: int = 0
+    operation: int
     #: The permission type to match.
-    permission_type: int = 0
+    permission_type: int
+
+    def __init__(
+        self,
+        resource_type_filter: int = 0,
+        resource_name_filter: str | None = '',
+        pattern_type_filter: int = 3,
+        principal_filter: str | None = '',
+        host_filter: str | None = '',
+        operation: int = 0,
+        permission_type: int = 0,
+    ) -> None:
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
 
 
 DescribeAclsRequest.SPEC = Message(
@@ -54,43 +71,79 @@ DescribeAclsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DescribeAclsResponse:
+class DescribeAclsResponse(StructValue):
     """Kafka response DescribeAclsResponse, API key 29: versions 0-3, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DescribeAclsResource:
+    class DescribeAclsResource(StructValue):
+        __slots__ = ('resource_type', 'resource_name', 'pattern_type', 'acls')
         #: The resource type.
-        resource_type: int = 0
+        resource_type: int
         #: The resource name.
-        resource_name: str = ''
+        resource_name: str
         #: The resource pattern type.
-        pattern_type: int = 3
+        pattern_type: int
         #: The ACLs.
-        acls: list[DescribeAclsResponse.AclDescription] = field(default_factory=list)
+        acls: list[DescribeAclsResponse.AclDescription]
 
-    @dataclass(slots=True)
-    class AclDescription:
+        def __init__(
+            self,
+            resource_type: int = 0,
+            resource_name: str = '',
+            pattern_type: int = 3,
+            acls: list[DescribeAclsResponse.AclDescription] = FRESH,
+        ) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.pattern_type = pattern_type
+            self.acls = [] if acls is FRESH else acls
+
+    class AclDescription(StructValue):
+        __slots__ = ('principal', 'host', 'operation', 'permission_type')
         #: The ACL principal.
-        principal: str = ''
+        principal: str
         #: The ACL host.
-        host: str = ''
+        host: str
         #: The ACL operation.
-        operation: int = 0
+        operation: int
         #: The ACL permission type.
-        permission_type: int = 0
+        permission_type: int
 
+        def __init__(
+            self,
+            principal: str = '',
+            host: str = '',
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.principal = principal
+            self.host = host
+            self.operation = operation
+            self.permission_type = permission_type
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The error message, or null if there was no error.
-    error_message: str | None = ''
+    error_message: str | None
     #: Each Resource that is referenced in an ACL.
-    resources: list[DescribeAclsResponse.DescribeAclsResource] = field(default_factory=list)
+    resources: list[DescribeAclsResponse.DescribeAclsResource]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        resources: list[DescribeAclsResponse.DescribeAclsResource] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resources = [] if resources is FRESH else resources
 
 
 DescribeAclsResponse.SPEC = Message(

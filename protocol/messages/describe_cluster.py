@@ -7,23 +7,30 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DescribeClusterRequest:
+class DescribeClusterRequest(StructValue):
     """Kafka request DescribeClusterRequest, API key 60: versions 0-1, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type')
     #: Whether to include cluster authorized operations.
-    include_cluster_authorized_operations: bool = False
+    include_cluster_authorized_operations: bool
     #: The endpoint type to describe. 1=brokers, 2=controllers.
-    endpoint_type: int = 1
+    endpoint_type: int
+
+    def __init__(
+        self,
+        include_cluster_authorized_operations: bool = False,
+        endpoint_type: int = 1,
+    ) -> None:
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.endpoint_type = endpoint_type
 
 
 DescribeClusterRequest.SPEC = Message(
@@ -39,40 +46,72 @@ DescribeClusterRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DescribeClusterResponse:
+class DescribeClusterResponse(StructValue):
     """Kafka response DescribeClusterResponse, API key 60: versions 0-1, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DescribeClusterBroker:
+    class DescribeClusterBroker(StructValue):
+        __slots__ = ('broker_id', 'host', 'port', 'rack')
         #: The broker ID.
-        broker_id: int = 0
+        broker_id: int
         #: The broker hostname.
-        host: str = ''
+        host: str
         #: The broker port.
-        port: int = 0
+        port: int
         #: The rack of the broker, or null if it has not been assigned to a rack.
-        rack: str | None = None
+        rack: str | None
 
+        def __init__(
+            self,
+            broker_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+        ) -> None:
+            self.broker_id = broker_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The top-level error code, or 0 if there was no error
-    error_code: int = 0
+    error_code: int
     #: The top-level error message, or null if there was no error.
-    error_message: str | None = None
+    error_message: str | None
     #: The endpoint type that was described. 1=brokers, 2=controllers.
-    endpoint_type: int = 1
+    endpoint_type: int
     #: The cluster ID that responding broker belongs to.
-    cluster_id: str = ''
+    cluster_id: str
     #: The ID of the controller broker.
-    controller_id: int = -1
+    controller_id: int
     #: Each broker in the response.
-    brokers: list[DescribeClusterResponse.DescribeClusterBroker] = field(default_factory=list)
+    brokers: list[DescribeClusterResponse.DescribeClusterBroker]
     #: 32-bit bitfield to represent authorized operations for this cluster.
-    cluster_authorized_operations: int = -2147483648
+    cluster_authorized_operations: int
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        endpoint_type: int = 1,
+        cluster_id: str = '',
+        controller_id: int = -1,
+        brokers: list[DescribeClusterResponse.DescribeClusterBroker] = FRESH,
+        cluster_authorized_operations: int = -2147483648,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.endpoint_type = endpoint_type
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.brokers = [] if brokers is FRESH else brokers
+        self.cluster_authorized_operations = cluster_authorized_operations
 
 
 DescribeClusterResponse.SPEC = Message(

@@ -7,34 +7,53 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DescribeConfigsRequest:
+class DescribeConfigsRequest(StructValue):
     """Kafka request DescribeConfigsRequest, API key 32: versions 0-4, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DescribeConfigsResource:
+    class DescribeConfigsResource(StructValue):
+        __slots__ = ('resource_type', 'resource_name', 'configuration_keys')
         #: The resource type.
-        resource_type: int = 0
+        resource_type: int
         #: The resource name.
-        resource_name: str = ''
+        resource_name: str
         #: The configuration keys to list, or null to list all configuration keys.
-        configuration_keys: list[str] | None = field(default_factory=list)
+        configuration_keys: list[str] | None
 
+        def __init__(
+            self,
+            resource_type: int = 0,
+            resource_name: str = '',
+            configuration_keys: list[str] | None = FRESH,
+        ) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configuration_keys = [] if configuration_keys is FRESH else configuration_keys
+
+    __slots__ = ('resources', 'include_synonyms', 'include_documentation')
     #: The resources whose configurations we want to describe.
-    resources: list[DescribeConfigsRequest.DescribeConfigsResource] = field(default_factory=list)
+    resources: list[DescribeConfigsRequest.DescribeConfigsResource]
     #: True if we should include all synonyms.
-    include_synonyms: bool = False
+    include_synonyms: bool
     #: True if we should include configuration documentation.
-    include_documentation: bool = False
+    include_documentation: bool
+
+    def __init__(
+        self,
+        resources: list[DescribeConfigsRequest.DescribeConfigsResource] = FRESH,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+    ) -> None:
+        self.resources = [] if resources is FRESH else resources
+        self.include_synonyms = include_synonyms
+        self.include_documentation = include_documentation
 
 
 DescribeConfigsRequest.SPEC = Message(
@@ -55,61 +74,115 @@ DescribeConfigsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DescribeConfigsResponse:
+class DescribeConfigsResponse(StructValue):
     """Kafka response DescribeConfigsResponse, API key 32: versions 0-4, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DescribeConfigsResult:
+    class DescribeConfigsResult(StructValue):
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs')
         #: The error code, or 0 if we were able to successfully describe the configurations.
-        error_code: int = 0
+        error_code: int
         #: The error message, or null if we were able to successfully describe the configurations.
-        error_message: str | None = ''
+        error_message: str | None
         #: The resource type.
-        resource_type: int = 0
+        resource_type: int
         #: The resource name.
-        resource_name: str = ''
+        resource_name: str
         #: Each listed configuration.
-        configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult] = field(default_factory=list)
+        configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult]
 
-    @dataclass(slots=True)
-    class DescribeConfigsResourceResult:
+        def __init__(
+            self,
+            error_code: int = 0,
+            error_message: str | None = '',
+            resource_type: int = 0,
+            resource_name: str = '',
+            configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult] = FRESH,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configs = [] if configs is FRESH else configs
+
+    class DescribeConfigsResourceResult(StructValue):
+        __slots__ = ('name', 'value', 'read_only', 'is_default', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation')
         #: The configuration name.
-        name: str = ''
+        name: str
         #: The configuration value.
-        value: str | None = ''
+        value: str | None
         #: True if the configuration is read-only.
-        read_only: bool = False
+        read_only: bool
         #: True if the configuration is not set.
-        is_default: bool = False
+        is_default: bool
         #: The configuration source.
-        config_source: int = -1
+        config_source: int
         #: True if this configuration is sensitive.
-        is_sensitive: bool = False
+        is_sensitive: bool
         #: The synonyms for this configuration key.
-        synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = field(default_factory=list)
+        synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym]
         #: The configuration data type. Type can be one of the following values - BOOLEAN, STRING,
         #: INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD
-        config_type: int = 0
+        config_type: int
         #: The configuration documentation.
-        documentation: str | None = ''
+        documentation: str | None
 
-    @dataclass(slots=True)
-    class DescribeConfigsSynonym:
+        def __init__(
+            self,
+            name: str = '',
+            value: str | None = '',
+            read_only: bool = False,
+            is_default: bool = False,
+            config_source: int = -1,
+            is_sensitive: bool = False,
+            synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = FRESH,
+            config_type: int = 0,
+            documentation: str | None = '',
+        ) -> None:
+            self.name = name
+            self.value = value
+            self.read_only = read_only
+            self.is_default = is_default
+            self.config_source = config_source
+            self.is_sensitive = is_sensitive
+            self.synonyms = [] if synonyms is FRESH else synonyms
+            self.config_type = config_type
+            self.documentation = documentation
+
+    class DescribeConfigsSynonym(StructValue):
+        __slots__ = ('name', 'value', 'source')
         #: The synonym name.
-        name: str = ''
+        name: str
         #: The synonym value.
-        value: str | None = ''
+        value: str | None
         #: The synonym source.
-        source: int = 0
+        source: int
 
+        def __init__(
+            self,
+            name: str = '',
+            value: str | None = '',
+            source: int = 0,
+        ) -> None:
+            self.name = name
+            self.value = value
+            self.source = source
+
+    __slots__ = ('throttle_time_ms', 'results')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The results for each resource.
-    results: list[DescribeConfigsResponse.DescribeConfigsResult] = field(default_factory=list)
+    results: list[DescribeConfigsResponse.DescribeConfigsResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        results: list[DescribeConfigsResponse.DescribeConfigsResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is FRESH else results
 
 
 DescribeConfigsResponse.SPEC = Message(

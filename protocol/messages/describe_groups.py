@@ -7,23 +7,30 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DescribeGroupsRequest:
+class DescribeGroupsRequest(StructValue):
     """Kafka request DescribeGroupsRequest, API key 15: versions 0-5, flexible 5+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('groups', 'include_authorized_operations')
     #: The names of the groups to describe
-    groups: list[str] = field(default_factory=list)
+    groups: list[str]
     #: Whether to include authorized operations.
-    include_authorized_operations: bool = False
+    include_authorized_operations: bool
+
+    def __init__(
+        self,
+        groups: list[str] = FRESH,
+        include_authorized_operations: bool = False,
+    ) -> None:
+        self.groups = [] if groups is FRESH else groups
+        self.include_authorized_operations = include_authorized_operations
 
 
 DescribeGroupsRequest.SPEC = Message(
@@ -39,49 +46,91 @@ DescribeGroupsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DescribeGroupsResponse:
+class DescribeGroupsResponse(StructValue):
     """Kafka response DescribeGroupsResponse, API key 15: versions 0-5, flexible 5+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DescribedGroup:
+    class DescribedGroup(StructValue):
+        __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
         #: The describe error, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The group ID string.
-        group_id: str = ''
+        group_id: str
         #: The group state string, or the empty string.
-        group_state: str = ''
+        group_state: str
         #: The group protocol type, or the empty string.
-        protocol_type: str = ''
+        protocol_type: str
         #: The group protocol data, or the empty string.
-        protocol_data: str = ''
+        protocol_data: str
         #: The group members.
-        members: list[DescribeGroupsResponse.DescribedGroupMember] = field(default_factory=list)
+        members: list[DescribeGroupsResponse.DescribedGroupMember]
         #: 32-bit bitfield to represent authorized operations for this group.
-        authorized_operations: int = -2147483648
+        authorized_operations: int
 
-    @dataclass(slots=True)
-    class DescribedGroupMember:
+        def __init__(
+            self,
+            error_code: int = 0,
+            group_id: str = '',
+            group_state: str = '',
+            protocol_type: str = '',
+            protocol_data: str = '',
+            members: list[DescribeGroupsResponse.DescribedGroupMember] = FRESH,
+            authorized_operations: int = -2147483648,
+        ) -> None:
+            self.error_code = error_code
+            self.group_id = group_id
+            self.group_state = group_state
+            self.protocol_type = protocol_type
+            self.protocol_data = protocol_data
+            self.members = [] if members is FRESH else members
+            self.authorized_operations = authorized_operations
+
+    class DescribedGroupMember(StructValue):
+        __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment')
         #: The member ID assigned by the group coordinator.
-        member_id: str = ''
+        member_id: str
         #: The unique identifier of the consumer instance provided by end user.
-        group_instance_id: str | None = None
+        group_instance_id: str | None
         #: The client ID used in the member's latest join group request.
-        client_id: str = ''
+        client_id: str
         #: The client host.
-        client_host: str = ''
+        client_host: str
         #: The metadata corresponding to the current group protocol in use.
-        member_metadata: bytes = b""
+        member_metadata: bytes
         #: The current assignment provided by the group leader.
-        member_assignment: bytes = b""
+        member_assignment: bytes
 
+        def __init__(
+            self,
+            member_id: str = '',
+            group_instance_id: str | None = None,
+            client_id: str = '',
+            client_host: str = '',
+            member_metadata: bytes = b"",
+            member_assignment: bytes = b"",
+        ) -> None:
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.client_id = client_id
+            self.client_host = client_host
+            self.member_metadata = member_metadata
+            self.member_assignment = member_assignment
+
+    __slots__ = ('throttle_time_ms', 'groups')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: Each described group.
-    groups: list[DescribeGroupsResponse.DescribedGroup] = field(default_factory=list)
+    groups: list[DescribeGroupsResponse.DescribedGroup]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        groups: list[DescribeGroupsResponse.DescribedGroup] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is FRESH else groups
 
 
 DescribeGroupsResponse.SPEC = Message(

@@ -7,28 +7,41 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DescribeLogDirsRequest:
+class DescribeLogDirsRequest(StructValue):
     """Kafka request DescribeLogDirsRequest, API key 35: versions 0-4, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DescribableLogDirTopic:
+    class DescribableLogDirTopic(StructValue):
+        __slots__ = ('topic', 'partitions')
         #: The topic name
-        topic: str = ''
+        topic: str
         #: The partition indexes.
-        partitions: list[int] = field(default_factory=list)
+        partitions: list[int]
 
+        def __init__(
+            self,
+            topic: str = '',
+            partitions: list[int] = FRESH,
+        ) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is FRESH else partitions
+
+    __slots__ = ('topics',)
     #: Each topic that we want to describe log directories for, or null for all topics.
-    topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None = field(default_factory=list)
+    topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None
+
+    def __init__(
+        self,
+        topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None = FRESH,
+    ) -> None:
+        self.topics = [] if topics is FRESH else topics
 
 
 DescribeLogDirsRequest.SPEC = Message(
@@ -46,51 +59,95 @@ DescribeLogDirsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DescribeLogDirsResponse:
+class DescribeLogDirsResponse(StructValue):
     """Kafka response DescribeLogDirsResponse, API key 35: versions 0-4, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DescribeLogDirsResult:
+    class DescribeLogDirsResult(StructValue):
+        __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes')
         #: The error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The absolute log directory path.
-        log_dir: str = ''
+        log_dir: str
         #: Each topic.
-        topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = field(default_factory=list)
+        topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic]
         #: The total size in bytes of the volume the log directory is in.
-        total_bytes: int = -1
+        total_bytes: int
         #: The usable size in bytes of the volume the log directory is in.
-        usable_bytes: int = -1
+        usable_bytes: int
 
-    @dataclass(slots=True)
-    class DescribeLogDirsTopic:
+        def __init__(
+            self,
+            error_code: int = 0,
+            log_dir: str = '',
+            topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = FRESH,
+            total_bytes: int = -1,
+            usable_bytes: int = -1,
+        ) -> None:
+            self.error_code = error_code
+            self.log_dir = log_dir
+            self.topics = [] if topics is FRESH else topics
+            self.total_bytes = total_bytes
+            self.usable_bytes = usable_bytes
+
+    class DescribeLogDirsTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
-        partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition] = field(default_factory=list)
+        name: str
+        partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition]
 
-    @dataclass(slots=True)
-    class DescribeLogDirsPartition:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class DescribeLogDirsPartition(StructValue):
+        __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The size of the log segments in this partition in bytes.
-        partition_size: int = 0
+        partition_size: int
         #: The lag of the log's LEO w.r.t. partition's HW (if it is the current log for the
         #: partition) or current replica's LEO (if it is the future log for the partition)
-        offset_lag: int = 0
+        offset_lag: int
         #: True if this log is created by AlterReplicaLogDirsRequest and will replace the current
         #: log of the replica in the future.
-        is_future_key: bool = False
+        is_future_key: bool
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            partition_size: int = 0,
+            offset_lag: int = 0,
+            is_future_key: bool = False,
+        ) -> None:
+            self.partition_index = partition_index
+            self.partition_size = partition_size
+            self.offset_lag = offset_lag
+            self.is_future_key = is_future_key
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'results')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The log directories.
-    results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = field(default_factory=list)
+    results: list[DescribeLogDirsResponse.DescribeLogDirsResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.results = [] if results is FRESH else results
 
 
 DescribeLogDirsResponse.SPEC = Message(

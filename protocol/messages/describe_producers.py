@@ -7,27 +7,40 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DescribeProducersRequest:
+class DescribeProducersRequest(StructValue):
     """Kafka request DescribeProducersRequest, API key 61: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class TopicRequest:
+    class TopicRequest(StructValue):
+        __slots__ = ('name', 'partition_indexes')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The indexes of the partitions to list producers for.
-        partition_indexes: list[int] = field(default_factory=list)
+        partition_indexes: list[int]
 
-    topics: list[DescribeProducersRequest.TopicRequest] = field(default_factory=list)
+        def __init__(
+            self,
+            name: str = '',
+            partition_indexes: list[int] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is FRESH else partition_indexes
+
+    __slots__ = ('topics',)
+    topics: list[DescribeProducersRequest.TopicRequest]
+
+    def __init__(
+        self,
+        topics: list[DescribeProducersRequest.TopicRequest] = FRESH,
+    ) -> None:
+        self.topics = [] if topics is FRESH else topics
 
 
 DescribeProducersRequest.SPEC = Message(
@@ -45,43 +58,87 @@ DescribeProducersRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DescribeProducersResponse:
+class DescribeProducersResponse(StructValue):
     """Kafka response DescribeProducersResponse, API key 61: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class TopicResponse:
+    class TopicResponse(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name
-        name: str = ''
+        name: str
         #: Each partition in the response.
-        partitions: list[DescribeProducersResponse.PartitionResponse] = field(default_factory=list)
+        partitions: list[DescribeProducersResponse.PartitionResponse]
 
-    @dataclass(slots=True)
-    class PartitionResponse:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[DescribeProducersResponse.PartitionResponse] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class PartitionResponse(StructValue):
+        __slots__ = ('partition_index', 'error_code', 'error_message', 'active_producers')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The partition error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The partition error message, which may be null if no additional details are available
-        error_message: str | None = None
-        active_producers: list[DescribeProducersResponse.ProducerState] = field(default_factory=list)
+        error_message: str | None
+        active_producers: list[DescribeProducersResponse.ProducerState]
 
-    @dataclass(slots=True)
-    class ProducerState:
-        producer_id: int = 0
-        producer_epoch: int = 0
-        last_sequence: int = -1
-        last_timestamp: int = -1
-        coordinator_epoch: int = 0
-        current_txn_start_offset: int = -1
+        def __init__(
+            self,
+            partition_index: int = 0,
+            error_code: int = 0,
+            error_message: str | None = None,
+            active_producers: list[DescribeProducersResponse.ProducerState] = FRESH,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.error_message = error_message
+            self.active_producers = [] if active_producers is FRESH else active_producers
 
+    class ProducerState(StructValue):
+        __slots__ = ('producer_id', 'producer_epoch', 'last_sequence', 'last_timestamp', 'coordinator_epoch', 'current_txn_start_offset')
+        producer_id: int
+        producer_epoch: int
+        last_sequence: int
+        last_timestamp: int
+        coordinator_epoch: int
+        current_txn_start_offset: int
+
+        def __init__(
+            self,
+            producer_id: int = 0,
+            producer_epoch: int = 0,
+            last_sequence: int = -1,
+            last_timestamp: int = -1,
+            coordinator_epoch: int = 0,
+            current_txn_start_offset: int = -1,
+        ) -> None:
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.last_sequence = last_sequence
+            self.last_timestamp = last_timestamp
+            self.coordinator_epoch = coordinator_epoch
+            self.current_txn_start_offset = current_txn_start_offset
+
+    __slots__ = ('throttle_time_ms', 'topics')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: Each topic in the response.
-    topics: list[DescribeProducersResponse.TopicResponse] = field(default_factory=list)
+    topics: list[DescribeProducersResponse.TopicResponse]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        topics: list[DescribeProducersResponse.TopicResponse] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is FRESH else topics
 
 
 DescribeProducersResponse.SPEC = Message(

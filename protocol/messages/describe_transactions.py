@@ -7,22 +7,27 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DescribeTransactionsRequest:
+class DescribeTransactionsRequest(StructValue):
     """Kafka request DescribeTransactionsRequest, API key 65: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('transactional_ids',)
     #: Array of transactionalIds to include in describe results. If empty, then no results will be
     #: returned.
-    transactional_ids: list[str] = field(default_factory=list)
+    transactional_ids: list[str]
+
+    def __init__(
+        self,
+        transactional_ids: list[str] = FRESH,
+    ) -> None:
+        self.transactional_ids = [] if transactional_ids is FRESH else transactional_ids
 
 
 DescribeTransactionsRequest.SPEC = Message(
@@ -37,35 +42,71 @@ DescribeTransactionsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DescribeTransactionsResponse:
+class DescribeTransactionsResponse(StructValue):
     """Kafka response DescribeTransactionsResponse, API key 65: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class TransactionState:
-        error_code: int = 0
-        transactional_id: str = ''
-        transaction_state: str = ''
-        transaction_timeout_ms: int = 0
-        transaction_start_time_ms: int = 0
-        producer_id: int = 0
-        producer_epoch: int = 0
+    class TransactionState(StructValue):
+        __slots__ = ('error_code', 'transactional_id', 'transaction_state', 'transaction_timeout_ms', 'transaction_start_time_ms', 'producer_id', 'producer_epoch', 'topics')
+        error_code: int
+        transactional_id: str
+        transaction_state: str
+        transaction_timeout_ms: int
+        transaction_start_time_ms: int
+        producer_id: int
+        producer_epoch: int
         #: The set of partitions included in the current transaction (if active). When a transaction
         #: is preparing to commit or abort, this will include only partitions which do not have
         #: markers.
-        topics: list[DescribeTransactionsResponse.TopicData] = field(default_factory=list)
+        topics: list[DescribeTransactionsResponse.TopicData]
 
-    @dataclass(slots=True)
-    class TopicData:
-        topic: str = ''
-        partitions: list[int] = field(default_factory=list)
+        def __init__(
+            self,
+            error_code: int = 0,
+            transactional_id: str = '',
+            transaction_state: str = '',
+            transaction_timeout_ms: int = 0,
+            transaction_start_time_ms: int = 0,
+            producer_id: int = 0,
+            producer_epoch: int = 0,
+            topics: list[DescribeTransactionsResponse.TopicData] = FRESH,
+        ) -> None:
+            self.error_code = error_code
+            self.transactional_id = transactional_id
+            self.transaction_state = transaction_state
+            self.transaction_timeout_ms = transaction_timeout_ms
+            self.transaction_start_time_ms = transaction_start_time_ms
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.topics = [] if topics is FRESH else topics
 
+    class TopicData(StructValue):
+        __slots__ = ('topic', 'partitions')
+        topic: str
+        partitions: list[int]
+
+        def __init__(
+            self,
+            topic: str = '',
+            partitions: list[int] = FRESH,
+        ) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is FRESH else partitions
+
+    __slots__ = ('throttle_time_ms', 'transaction_states')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    transaction_states: list[DescribeTransactionsResponse.TransactionState] = field(default_factory=list)
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponse.TransactionState]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        transaction_states: list[DescribeTransactionsResponse.TransactionState] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.transaction_states = [] if transaction_states is FRESH else transaction_states
 
 
 DescribeTransactionsResponse.SPEC = Message(

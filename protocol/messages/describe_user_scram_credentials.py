@@ -7,26 +7,37 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class DescribeUserScramCredentialsRequest:
+class DescribeUserScramCredentialsRequest(StructValue):
     """Kafka request DescribeUserScramCredentialsRequest, API key 50: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class UserName:
+    class UserName(StructValue):
+        __slots__ = ('name',)
         #: The user name.
-        name: str = ''
+        name: str
 
+        def __init__(
+            self,
+            name: str = '',
+        ) -> None:
+            self.name = name
+
+    __slots__ = ('users',)
     #: The users to describe, or null/empty to describe all users.
-    users: list[DescribeUserScramCredentialsRequest.UserName] | None = field(default_factory=list)
+    users: list[DescribeUserScramCredentialsRequest.UserName] | None
+
+    def __init__(
+        self,
+        users: list[DescribeUserScramCredentialsRequest.UserName] | None = FRESH,
+    ) -> None:
+        self.users = [] if users is FRESH else users
 
 
 DescribeUserScramCredentialsRequest.SPEC = Message(
@@ -43,39 +54,71 @@ DescribeUserScramCredentialsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class DescribeUserScramCredentialsResponse:
+class DescribeUserScramCredentialsResponse(StructValue):
     """Kafka response DescribeUserScramCredentialsResponse, API key 50: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class DescribeUserScramCredentialsResult:
+    class DescribeUserScramCredentialsResult(StructValue):
+        __slots__ = ('user', 'error_code', 'error_message', 'credential_infos')
         #: The user name.
-        user: str = ''
+        user: str
         #: The user-level error code.
-        error_code: int = 0
+        error_code: int
         #: The user-level error message, if any.
-        error_message: str | None = ''
+        error_message: str | None
         #: The mechanism and related information associated with the user's SCRAM credentials.
-        credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo] = field(default_factory=list)
+        credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo]
 
-    @dataclass(slots=True)
-    class CredentialInfo:
+        def __init__(
+            self,
+            user: str = '',
+            error_code: int = 0,
+            error_message: str | None = '',
+            credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo] = FRESH,
+        ) -> None:
+            self.user = user
+            self.error_code = error_code
+            self.error_message = error_message
+            self.credential_infos = [] if credential_infos is FRESH else credential_infos
+
+    class CredentialInfo(StructValue):
+        __slots__ = ('mechanism', 'iterations')
         #: The SCRAM mechanism.
-        mechanism: int = 0
+        mechanism: int
         #: The number of iterations used in the SCRAM credential.
-        iterations: int = 0
+        iterations: int
 
+        def __init__(
+            self,
+            mechanism: int = 0,
+            iterations: int = 0,
+        ) -> None:
+            self.mechanism = mechanism
+            self.iterations = iterations
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The message-level error code, 0 except for user authorization or infrastructure issues.
-    error_code: int = 0
+    error_code: int
     #: The message-level error message, if any.
-    error_message: str | None = ''
+    error_message: str | None
     #: The results for descriptions, one per user.
-    results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] = field(default_factory=list)
+    results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.results = [] if results is FRESH else results
 
 
 DescribeUserScramCredentialsResponse.SPEC = Message(

@@ -7,33 +7,50 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class ElectLeadersRequest:
+class ElectLeadersRequest(StructValue):
     """Kafka request ElectLeadersRequest, API key 43: versions 0-2, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class TopicPartitions:
+    class TopicPartitions(StructValue):
+        __slots__ = ('topic', 'partitions')
         #: The name of a topic.
-        topic: str = ''
+        topic: str
         #: The partitions of this topic whose leader should be elected.
-        partitions: list[int] = field(default_factory=list)
+        partitions: list[int]
 
+        def __init__(
+            self,
+            topic: str = '',
+            partitions: list[int] = FRESH,
+        ) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is FRESH else partitions
+
+    __slots__ = ('election_type', 'topic_partitions', 'timeout_ms')
     #: Type of elections to conduct for the partition. A value of '0' elects the preferred replica.
     #: A value of '1' elects the first live replica if there are no in-sync replica.
-    election_type: int = 0
+    election_type: int
     #: The topic partitions to elect leaders.
-    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None = field(default_factory=list)
+    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
     #: The time in ms to wait for the election to complete.
-    timeout_ms: int = 60000
+    timeout_ms: int
+
+    def __init__(
+        self,
+        election_type: int = 0,
+        topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None = FRESH,
+        timeout_ms: int = 60000,
+    ) -> None:
+        self.election_type = election_type
+        self.topic_partitions = [] if topic_partitions is FRESH else topic_partitions
+        self.timeout_ms = timeout_ms
 
 
 ElectLeadersRequest.SPEC = Message(
@@ -53,36 +70,64 @@ ElectLeadersRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class ElectLeadersResponse:
+class ElectLeadersResponse(StructValue):
     """Kafka response ElectLeadersResponse, API key 43: versions 0-2, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class ReplicaElectionResult:
+    class ReplicaElectionResult(StructValue):
+        __slots__ = ('topic', 'partition_result')
         #: The topic name
-        topic: str = ''
+        topic: str
         #: The results for each partition
-        partition_result: list[ElectLeadersResponse.PartitionResult] = field(default_factory=list)
+        partition_result: list[ElectLeadersResponse.PartitionResult]
 
-    @dataclass(slots=True)
-    class PartitionResult:
+        def __init__(
+            self,
+            topic: str = '',
+            partition_result: list[ElectLeadersResponse.PartitionResult] = FRESH,
+        ) -> None:
+            self.topic = topic
+            self.partition_result = [] if partition_result is FRESH else partition_result
+
+    class PartitionResult(StructValue):
+        __slots__ = ('partition_id', 'error_code', 'error_message')
         #: The partition id
-        partition_id: int = 0
+        partition_id: int
         #: The result error, or zero if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The result message, or null if there was no error.
-        error_message: str | None = ''
+        error_message: str | None
 
+        def __init__(
+            self,
+            partition_id: int = 0,
+            error_code: int = 0,
+            error_message: str | None = '',
+        ) -> None:
+            self.partition_id = partition_id
+            self.error_code = error_code
+            self.error_message = error_message
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'replica_election_results')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The top level response error code.
-    error_code: int = 0
+    error_code: int
     #: The election results, or an empty array if the requester did not have permission and the
     #: request asks for all partitions.
-    replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] = field(default_factory=list)
+    replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.replica_election_results = [] if replica_election_results is FRESH else replica_election_results
 
 
 ElectLeadersResponse.SPEC = Message(

@@ -7,27 +7,38 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class EndTxnRequest:
+class EndTxnRequest(StructValue):
     """Kafka request EndTxnRequest, API key 26: versions 0-5, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'committed')
     #: The ID of the transaction to end.
-    transactional_id: str = ''
+    transactional_id: str
     #: The producer ID.
-    producer_id: int = 0
+    producer_id: int
     #: The current epoch associated with the producer.
-    producer_epoch: int = 0
+    producer_epoch: int
     #: True if the transaction was committed, false if it was aborted.
-    committed: bool = False
+    committed: bool
+
+    def __init__(
+        self,
+        transactional_id: str = '',
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        committed: bool = False,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.committed = committed
 
 
 EndTxnRequest.SPEC = Message(
@@ -45,21 +56,33 @@ EndTxnRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class EndTxnResponse:
+class EndTxnResponse(StructValue):
     """Kafka response EndTxnResponse, API key 26: versions 0-5, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The producer ID.
-    producer_id: int = -1
+    producer_id: int
     #: The current epoch associated with the producer.
-    producer_epoch: int = -1
+    producer_epoch: int
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
 
 
 EndTxnResponse.SPEC = Message(

@@ -8,93 +8,166 @@ Do not edit by hand: change the generator and rerun it.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..primitives import NULL_UUID
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class FetchRequest:
+class FetchRequest(StructValue):
     """Kafka request FetchRequest, API key 1: versions 0-17, flexible 12+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class ReplicaState:
+    class ReplicaState(StructValue):
+        __slots__ = ('replica_id', 'replica_epoch')
         #: The replica ID of the follower, or -1 if this request is from a consumer.
-        replica_id: int = -1
+        replica_id: int
         #: The epoch of this follower, or -1 if not available.
-        replica_epoch: int = -1
+        replica_epoch: int
 
-    @dataclass(slots=True)
-    class FetchTopic:
+        def __init__(
+            self,
+            replica_id: int = -1,
+            replica_epoch: int = -1,
+        ) -> None:
+            self.replica_id = replica_id
+            self.replica_epoch = replica_epoch
+
+    class FetchTopic(StructValue):
+        __slots__ = ('topic', 'topic_id', 'partitions')
         #: The name of the topic to fetch.
-        topic: str = ''
+        topic: str
         #: The unique topic ID
-        topic_id: uuid.UUID = NULL_UUID
+        topic_id: uuid.UUID
         #: The partitions to fetch.
-        partitions: list[FetchRequest.FetchPartition] = field(default_factory=list)
+        partitions: list[FetchRequest.FetchPartition]
 
-    @dataclass(slots=True)
-    class FetchPartition:
+        def __init__(
+            self,
+            topic: str = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[FetchRequest.FetchPartition] = FRESH,
+        ) -> None:
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class FetchPartition(StructValue):
+        __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id')
         #: The partition index.
-        partition: int = 0
+        partition: int
         #: The current leader epoch of the partition.
-        current_leader_epoch: int = -1
+        current_leader_epoch: int
         #: The message offset.
-        fetch_offset: int = 0
+        fetch_offset: int
         #: The epoch of the last fetched record or -1 if there is none
-        last_fetched_epoch: int = -1
+        last_fetched_epoch: int
         #: The earliest available offset of the follower replica.  The field is only used when the
         #: request is sent by the follower.
-        log_start_offset: int = -1
+        log_start_offset: int
         #: The maximum bytes to fetch from this partition.  See KIP-74 for cases where this limit
         #: may not be honored.
-        partition_max_bytes: int = 0
+        partition_max_bytes: int
         #: The directory id of the follower fetching
-        replica_directory_id: uuid.UUID = NULL_UUID
+        replica_directory_id: uuid.UUID
 
-    @dataclass(slots=True)
-    class ForgottenTopic:
+        def __init__(
+            self,
+            partition: int = 0,
+            current_leader_epoch: int = -1,
+            fetch_offset: int = 0,
+            last_fetched_epoch: int = -1,
+            log_start_offset: int = -1,
+            partition_max_bytes: int = 0,
+            replica_directory_id: uuid.UUID = NULL_UUID,
+        ) -> None:
+            self.partition = partition
+            self.current_leader_epoch = current_leader_epoch
+            self.fetch_offset = fetch_offset
+            self.last_fetched_epoch = last_fetched_epoch
+            self.log_start_offset = log_start_offset
+            self.partition_max_bytes = partition_max_bytes
+            self.replica_directory_id = replica_directory_id
+
+    class ForgottenTopic(StructValue):
+        __slots__ = ('topic', 'topic_id', 'partitions')
         #: The topic name.
-        topic: str = ''
+        topic: str
         #: The unique topic ID
-        topic_id: uuid.UUID = NULL_UUID
+        topic_id: uuid.UUID
         #: The partitions indexes to forget.
-        partitions: list[int] = field(default_factory=list)
+        partitions: list[int]
 
+        def __init__(
+            self,
+            topic: str = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[int] = FRESH,
+        ) -> None:
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is FRESH else partitions
+
+    __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
     #: The clusterId if known. This is used to validate metadata fetches prior to broker
     #: registration.
-    cluster_id: str | None = None
+    cluster_id: str | None
     #: The broker ID of the follower, of -1 if this request is from a consumer.
-    replica_id: int = -1
-    replica_state: FetchRequest.ReplicaState = field(default_factory=lambda: FetchRequest.ReplicaState())
+    replica_id: int
+    replica_state: FetchRequest.ReplicaState
     #: The maximum time in milliseconds to wait for the response.
-    max_wait_ms: int = 0
+    max_wait_ms: int
     #: The minimum bytes to accumulate in the response.
-    min_bytes: int = 0
+    min_bytes: int
     #: The maximum bytes to fetch.  See KIP-74 for cases where this limit may not be honored.
-    max_bytes: int = 2147483647
+    max_bytes: int
     #: This setting controls the visibility of transactional records. Using READ_UNCOMMITTED
     #: (isolation_level = 0) makes all records visible. With READ_COMMITTED (isolation_level = 1),
     #: non-transactional and COMMITTED transactional records are visible. To be more concrete,
     #: READ_COMMITTED returns all data from offsets smaller than the current LSO (last stable
     #: offset), and enables the inclusion of the list of aborted transactions in the result, which
     #: allows consumers to discard ABORTED transactional records
-    isolation_level: int = 0
+    isolation_level: int
     #: The fetch session ID.
-    session_id: int = 0
+    session_id: int
     #: The fetch session epoch, which is used for ordering requests in a session.
-    session_epoch: int = -1
+    session_epoch: int
     #: The topics to fetch.
-    topics: list[FetchRequest.FetchTopic] = field(default_factory=list)
+    topics: list[FetchRequest.FetchTopic]
     #: In an incremental fetch request, the partitions to remove.
-    forgotten_topics_data: list[FetchRequest.ForgottenTopic] = field(default_factory=list)
+    forgotten_topics_data: list[FetchRequest.ForgottenTopic]
     #: Rack ID of the consumer making this request
-    rack_id: str = ''
+    rack_id: str
+
+    def __init__(
+        self,
+        cluster_id: str | None = None,
+        replica_id: int = -1,
+        replica_state: FetchRequest.ReplicaState = FRESH,
+        max_wait_ms: int = 0,
+        min_bytes: int = 0,
+        max_bytes: int = 2147483647,
+        isolation_level: int = 0,
+        session_id: int = 0,
+        session_epoch: int = -1,
+        topics: list[FetchRequest.FetchTopic] = FRESH,
+        forgotten_topics_data: list[FetchRequest.ForgottenTopic] = FRESH,
+        rack_id: str = '',
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.replica_id = replica_id
+        self.replica_state = FetchRequest.ReplicaState() if replica_state is FRESH else replica_state
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+        self.session_id = session_id
+        self.session_epoch = session_epoch
+        self.topics = [] if topics is FRESH else topics
+        self.forgotten_topics_data = [] if forgotten_topics_data is FRESH else forgotten_topics_data
+        self.rack_id = rack_id
 
 
 FetchRequest.SPEC = Message(
@@ -139,97 +212,191 @@ FetchRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class FetchResponse:
+class FetchResponse(StructValue):
     """Kafka response FetchResponse, API key 1: versions 0-17, flexible 12+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class FetchableTopicResponse:
+    class FetchableTopicResponse(StructValue):
+        __slots__ = ('topic', 'topic_id', 'partitions')
         #: The topic name.
-        topic: str = ''
+        topic: str
         #: The unique topic ID
-        topic_id: uuid.UUID = NULL_UUID
+        topic_id: uuid.UUID
         #: The topic partitions.
-        partitions: list[FetchResponse.PartitionData] = field(default_factory=list)
+        partitions: list[FetchResponse.PartitionData]
 
-    @dataclass(slots=True)
-    class PartitionData:
+        def __init__(
+            self,
+            topic: str = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            partitions: list[FetchResponse.PartitionData] = FRESH,
+        ) -> None:
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class PartitionData(StructValue):
+        __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The error code, or 0 if there was no fetch error.
-        error_code: int = 0
+        error_code: int
         #: The current high water mark.
-        high_watermark: int = 0
+        high_watermark: int
         #: The last stable offset (or LSO) of the partition. This is the last offset such that the
         #: state of all transactional records prior to this offset have been decided (ABORTED or
         #: COMMITTED)
-        last_stable_offset: int = -1
+        last_stable_offset: int
         #: The current log start offset.
-        log_start_offset: int = -1
+        log_start_offset: int
         #: In case divergence is detected based on the `LastFetchedEpoch` and `FetchOffset` in the
         #: request, this field indicates the largest epoch and its end offset such that subsequent
         #: records are known to diverge
-        diverging_epoch: FetchResponse.EpochEndOffset = field(default_factory=lambda: FetchResponse.EpochEndOffset())
-        current_leader: FetchResponse.LeaderIdAndEpoch = field(default_factory=lambda: FetchResponse.LeaderIdAndEpoch())
+        diverging_epoch: FetchResponse.EpochEndOffset
+        current_leader: FetchResponse.LeaderIdAndEpoch
         #: In the case of fetching an offset less than the LogStartOffset, this is the end offset
         #: and epoch that should be used in the FetchSnapshot request.
-        snapshot_id: FetchResponse.SnapshotId = field(default_factory=lambda: FetchResponse.SnapshotId())
+        snapshot_id: FetchResponse.SnapshotId
         #: The aborted transactions.
-        aborted_transactions: list[FetchResponse.AbortedTransaction] | None = field(default_factory=list)
+        aborted_transactions: list[FetchResponse.AbortedTransaction] | None
         #: The preferred read replica for the consumer to use on its next fetch request
-        preferred_read_replica: int = -1
+        preferred_read_replica: int
         #: The record data.
-        records: bytes | None = b""
+        records: bytes | None
 
-    @dataclass(slots=True)
-    class EpochEndOffset:
-        epoch: int = -1
-        end_offset: int = -1
+        def __init__(
+            self,
+            partition_index: int = 0,
+            error_code: int = 0,
+            high_watermark: int = 0,
+            last_stable_offset: int = -1,
+            log_start_offset: int = -1,
+            diverging_epoch: FetchResponse.EpochEndOffset = FRESH,
+            current_leader: FetchResponse.LeaderIdAndEpoch = FRESH,
+            snapshot_id: FetchResponse.SnapshotId = FRESH,
+            aborted_transactions: list[FetchResponse.AbortedTransaction] | None = FRESH,
+            preferred_read_replica: int = -1,
+            records: bytes | None = b"",
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.high_watermark = high_watermark
+            self.last_stable_offset = last_stable_offset
+            self.log_start_offset = log_start_offset
+            self.diverging_epoch = FetchResponse.EpochEndOffset() if diverging_epoch is FRESH else diverging_epoch
+            self.current_leader = FetchResponse.LeaderIdAndEpoch() if current_leader is FRESH else current_leader
+            self.snapshot_id = FetchResponse.SnapshotId() if snapshot_id is FRESH else snapshot_id
+            self.aborted_transactions = [] if aborted_transactions is FRESH else aborted_transactions
+            self.preferred_read_replica = preferred_read_replica
+            self.records = records
 
-    @dataclass(slots=True)
-    class LeaderIdAndEpoch:
+    class EpochEndOffset(StructValue):
+        __slots__ = ('epoch', 'end_offset')
+        epoch: int
+        end_offset: int
+
+        def __init__(
+            self,
+            epoch: int = -1,
+            end_offset: int = -1,
+        ) -> None:
+            self.epoch = epoch
+            self.end_offset = end_offset
+
+    class LeaderIdAndEpoch(StructValue):
+        __slots__ = ('leader_id', 'leader_epoch')
         #: The ID of the current leader or -1 if the leader is unknown.
-        leader_id: int = -1
+        leader_id: int
         #: The latest known leader epoch
-        leader_epoch: int = -1
+        leader_epoch: int
 
-    @dataclass(slots=True)
-    class SnapshotId:
-        end_offset: int = -1
-        epoch: int = -1
+        def __init__(
+            self,
+            leader_id: int = -1,
+            leader_epoch: int = -1,
+        ) -> None:
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
 
-    @dataclass(slots=True)
-    class AbortedTransaction:
+    class SnapshotId(StructValue):
+        __slots__ = ('end_offset', 'epoch')
+        end_offset: int
+        epoch: int
+
+        def __init__(
+            self,
+            end_offset: int = -1,
+            epoch: int = -1,
+        ) -> None:
+            self.end_offset = end_offset
+            self.epoch = epoch
+
+    class AbortedTransaction(StructValue):
+        __slots__ = ('producer_id', 'first_offset')
         #: The producer id associated with the aborted transaction.
-        producer_id: int = 0
+        producer_id: int
         #: The first offset in the aborted transaction.
-        first_offset: int = 0
+        first_offset: int
 
-    @dataclass(slots=True)
-    class NodeEndpoint:
+        def __init__(
+            self,
+            producer_id: int = 0,
+            first_offset: int = 0,
+        ) -> None:
+            self.producer_id = producer_id
+            self.first_offset = first_offset
+
+    class NodeEndpoint(StructValue):
+        __slots__ = ('node_id', 'host', 'port', 'rack')
         #: The ID of the associated node.
-        node_id: int = 0
+        node_id: int
         #: The node's hostname.
-        host: str = ''
+        host: str
         #: The node's port.
-        port: int = 0
+        port: int
         #: The rack of the node, or null if it has not been assigned to a rack.
-        rack: str | None = None
+        rack: str | None
 
+        def __init__(
+            self,
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+        ) -> None:
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The top level response error code.
-    error_code: int = 0
+    error_code: int
     #: The fetch session ID, or 0 if this is not part of a fetch session.
-    session_id: int = 0
+    session_id: int
     #: The response topics.
-    responses: list[FetchResponse.FetchableTopicResponse] = field(default_factory=list)
+    responses: list[FetchResponse.FetchableTopicResponse]
     #: Endpoints for all current-leaders enumerated in PartitionData, with errors
     #: NOT_LEADER_OR_FOLLOWER & FENCED_LEADER_EPOCH.
-    node_endpoints: list[FetchResponse.NodeEndpoint] = field(default_factory=list)
+    node_endpoints: list[FetchResponse.NodeEndpoint]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        session_id: int = 0,
+        responses: list[FetchResponse.FetchableTopicResponse] = FRESH,
+        node_endpoints: list[FetchResponse.NodeEndpoint] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.session_id = session_id
+        self.responses = [] if responses is FRESH else responses
+        self.node_endpoints = [] if node_endpoints is FRESH else node_endpoints
 
 
 FetchResponse.SPEC = Message(

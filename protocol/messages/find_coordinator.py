@@ -7,25 +7,34 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class FindCoordinatorRequest:
+class FindCoordinatorRequest(StructValue):
     """Kafka request FindCoordinatorRequest, API key 10: versions 0-6, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('key', 'key_type', 'coordinator_keys')
     #: The coordinator key.
-    key: str = ''
+    key: str
     #: The coordinator key type. (Group, transaction, etc.)
-    key_type: int = 0
+    key_type: int
     #: The coordinator keys.
-    coordinator_keys: list[str] = field(default_factory=list)
+    coordinator_keys: list[str]
+
+    def __init__(
+        self,
+        key: str = '',
+        key_type: int = 0,
+        coordinator_keys: list[str] = FRESH,
+    ) -> None:
+        self.key = key
+        self.key_type = key_type
+        self.coordinator_keys = [] if coordinator_keys is FRESH else coordinator_keys
 
 
 FindCoordinatorRequest.SPEC = Message(
@@ -42,42 +51,76 @@ FindCoordinatorRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class FindCoordinatorResponse:
+class FindCoordinatorResponse(StructValue):
     """Kafka response FindCoordinatorResponse, API key 10: versions 0-6, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class Coordinator:
+    class Coordinator(StructValue):
+        __slots__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message')
         #: The coordinator key.
-        key: str = ''
+        key: str
         #: The node id.
-        node_id: int = 0
+        node_id: int
         #: The host name.
-        host: str = ''
+        host: str
         #: The port.
-        port: int = 0
+        port: int
         #: The error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The error message, or null if there was no error.
-        error_message: str | None = ''
+        error_message: str | None
 
+        def __init__(
+            self,
+            key: str = '',
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            error_code: int = 0,
+            error_message: str | None = '',
+        ) -> None:
+            self.key = key
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.error_code = error_code
+            self.error_message = error_message
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'node_id', 'host', 'port', 'coordinators')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The error message, or null if there was no error.
-    error_message: str | None = ''
+    error_message: str | None
     #: The node id.
-    node_id: int = 0
+    node_id: int
     #: The host name.
-    host: str = ''
+    host: str
     #: The port.
-    port: int = 0
+    port: int
     #: Each coordinator result in the response
-    coordinators: list[FindCoordinatorResponse.Coordinator] = field(default_factory=list)
+    coordinators: list[FindCoordinatorResponse.Coordinator]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        node_id: int = 0,
+        host: str = '',
+        port: int = 0,
+        coordinators: list[FindCoordinatorResponse.Coordinator] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.coordinators = [] if coordinators is FRESH else coordinators
 
 
 FindCoordinatorResponse.SPEC = Message(

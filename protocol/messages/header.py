@@ -7,27 +7,38 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
-from ..schema import NO_VERSIONS, Field, Message, Struct
+from ..schema import NO_VERSIONS, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class RequestHeader:
+class RequestHeader(StructValue):
     """Kafka header RequestHeader: versions 0-2, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id')
     #: The API key of this request.
-    request_api_key: int = 0
+    request_api_key: int
     #: The API version of this request.
-    request_api_version: int = 0
+    request_api_version: int
     #: The correlation ID of this request.
-    correlation_id: int = 0
+    correlation_id: int
     #: The client ID string.
-    client_id: str | None = ''
+    client_id: str | None
+
+    def __init__(
+        self,
+        request_api_key: int = 0,
+        request_api_version: int = 0,
+        correlation_id: int = 0,
+        client_id: str | None = '',
+    ) -> None:
+        self.request_api_key = request_api_key
+        self.request_api_version = request_api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
 
 
 RequestHeader.SPEC = Message(
@@ -45,14 +56,20 @@ RequestHeader.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class ResponseHeader:
+class ResponseHeader(StructValue):
     """Kafka header ResponseHeader: versions 0-1, flexible 1+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('correlation_id',)
     #: The correlation ID of this response.
-    correlation_id: int = 0
+    correlation_id: int
+
+    def __init__(
+        self,
+        correlation_id: int = 0,
+    ) -> None:
+        self.correlation_id = correlation_id
 
 
 ResponseHeader.SPEC = Message(

@@ -7,27 +7,38 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class HeartbeatRequest:
+class HeartbeatRequest(StructValue):
     """Kafka request HeartbeatRequest, API key 12: versions 0-4, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id')
     #: The group id.
-    group_id: str = ''
+    group_id: str
     #: The generation of the group.
-    generation_id: int = 0
+    generation_id: int
     #: The member ID.
-    member_id: str = ''
+    member_id: str
     #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
+    group_instance_id: str | None
+
+    def __init__(
+        self,
+        group_id: str = '',
+        generation_id: int = 0,
+        member_id: str = '',
+        group_instance_id: str | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
 
 
 HeartbeatRequest.SPEC = Message(
@@ -45,17 +56,25 @@ HeartbeatRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class HeartbeatResponse:
+class HeartbeatResponse(StructValue):
     """Kafka response HeartbeatResponse, API key 12: versions 0-4, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('throttle_time_ms', 'error_code')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
 
 
 HeartbeatResponse.SPEC = Message(

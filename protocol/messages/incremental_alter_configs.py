@@ -7,41 +7,68 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class IncrementalAlterConfigsRequest:
+class IncrementalAlterConfigsRequest(StructValue):
     """Kafka request IncrementalAlterConfigsRequest, API key 44: versions 0-1, flexible 1+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class AlterConfigsResource:
+    class AlterConfigsResource(StructValue):
+        __slots__ = ('resource_type', 'resource_name', 'configs')
         #: The resource type.
-        resource_type: int = 0
+        resource_type: int
         #: The resource name.
-        resource_name: str = ''
+        resource_name: str
         #: The configurations.
-        configs: list[IncrementalAlterConfigsRequest.AlterableConfig] = field(default_factory=list)
+        configs: list[IncrementalAlterConfigsRequest.AlterableConfig]
 
-    @dataclass(slots=True)
-    class AlterableConfig:
+        def __init__(
+            self,
+            resource_type: int = 0,
+            resource_name: str = '',
+            configs: list[IncrementalAlterConfigsRequest.AlterableConfig] = FRESH,
+        ) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configs = [] if configs is FRESH else configs
+
+    class AlterableConfig(StructValue):
+        __slots__ = ('name', 'config_operation', 'value')
         #: The configuration key name.
-        name: str = ''
+        name: str
         #: The type (Set, Delete, Append, Subtract) of operation.
-        config_operation: int = 0
+        config_operation: int
         #: The value to set for the configuration key.
-        value: str | None = ''
+        value: str | None
 
+        def __init__(
+            self,
+            name: str = '',
+            config_operation: int = 0,
+            value: str | None = '',
+        ) -> None:
+            self.name = name
+            self.config_operation = config_operation
+            self.value = value
+
+    __slots__ = ('resources', 'validate_only')
     #: The incremental updates for each resource.
-    resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = field(default_factory=list)
+    resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource]
     #: True if we should validate the request, but not change the configurations.
-    validate_only: bool = False
+    validate_only: bool
+
+    def __init__(
+        self,
+        resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = FRESH,
+        validate_only: bool = False,
+    ) -> None:
+        self.resources = [] if resources is FRESH else resources
+        self.validate_only = validate_only
 
 
 IncrementalAlterConfigsRequest.SPEC = Message(
@@ -65,28 +92,48 @@ IncrementalAlterConfigsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class IncrementalAlterConfigsResponse:
+class IncrementalAlterConfigsResponse(StructValue):
     """Kafka response IncrementalAlterConfigsResponse, API key 44: versions 0-1, flexible 1+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class AlterConfigsResourceResponse:
+    class AlterConfigsResourceResponse(StructValue):
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
         #: The resource error code.
-        error_code: int = 0
+        error_code: int
         #: The resource error message, or null if there was no error.
-        error_message: str | None = ''
+        error_message: str | None
         #: The resource type.
-        resource_type: int = 0
+        resource_type: int
         #: The resource name.
-        resource_name: str = ''
+        resource_name: str
 
+        def __init__(
+            self,
+            error_code: int = 0,
+            error_message: str | None = '',
+            resource_type: int = 0,
+            resource_name: str = '',
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+
+    __slots__ = ('throttle_time_ms', 'responses')
     #: Duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The responses for each resource.
-    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = field(default_factory=list)
+    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is FRESH else responses
 
 
 IncrementalAlterConfigsResponse.SPEC = Message(

@@ -7,30 +7,41 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class InitProducerIdRequest:
+class InitProducerIdRequest(StructValue):
     """Kafka request InitProducerIdRequest, API key 22: versions 0-5, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch')
     #: The transactional id, or null if the producer is not transactional.
-    transactional_id: str | None = ''
+    transactional_id: str | None
     #: The time in ms to wait before aborting idle transactions sent by this producer. This is only
     #: relevant if a TransactionalId has been defined.
-    transaction_timeout_ms: int = 0
+    transaction_timeout_ms: int
     #: The producer id. This is used to disambiguate requests if a transactional id is reused
     #: following its expiration.
-    producer_id: int = -1
+    producer_id: int
     #: The producer's current epoch. This will be checked against the producer epoch on the broker,
     #: and the request will return an error if they do not match.
-    producer_epoch: int = -1
+    producer_epoch: int
+
+    def __init__(
+        self,
+        transactional_id: str | None = '',
+        transaction_timeout_ms: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
 
 
 InitProducerIdRequest.SPEC = Message(
@@ -48,21 +59,33 @@ InitProducerIdRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class InitProducerIdResponse:
+class InitProducerIdResponse(StructValue):
     """Kafka response InitProducerIdResponse, API key 22: versions 0-5, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The current producer id.
-    producer_id: int = -1
+    producer_id: int
     #: The current epoch associated with the producer id.
-    producer_epoch: int = 0
+    producer_epoch: int
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = 0,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
 
 
 InitProducerIdResponse.SPEC = Message(

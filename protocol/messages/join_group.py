@@ -7,44 +7,71 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class JoinGroupRequest:
+class JoinGroupRequest(StructValue):
     """Kafka request JoinGroupRequest, API key 11: versions 0-9, flexible 6+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class JoinGroupRequestProtocol:
+    class JoinGroupRequestProtocol(StructValue):
+        __slots__ = ('name', 'metadata')
         #: The protocol name.
-        name: str = ''
+        name: str
         #: The protocol metadata.
-        metadata: bytes = b""
+        metadata: bytes
 
+        def __init__(
+            self,
+            name: str = '',
+            metadata: bytes = b"",
+        ) -> None:
+            self.name = name
+            self.metadata = metadata
+
+    __slots__ = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason')
     #: The group identifier.
-    group_id: str = ''
+    group_id: str
     #: The coordinator considers the consumer dead if it receives no heartbeat after this timeout in
     #: milliseconds.
-    session_timeout_ms: int = 0
+    session_timeout_ms: int
     #: The maximum time in milliseconds that the coordinator will wait for each member to rejoin
     #: when rebalancing the group.
-    rebalance_timeout_ms: int = -1
+    rebalance_timeout_ms: int
     #: The member id assigned by the group coordinator.
-    member_id: str = ''
+    member_id: str
     #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
+    group_instance_id: str | None
     #: The unique name the for class of protocols implemented by the group we want to join.
-    protocol_type: str = ''
+    protocol_type: str
     #: The list of protocols that the member supports.
-    protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] = field(default_factory=list)
+    protocols: list[JoinGroupRequest.JoinGroupRequestProtocol]
     #: The reason why the member (re-)joins the group.
-    reason: str | None = None
+    reason: str | None
+
+    def __init__(
+        self,
+        group_id: str = '',
+        session_timeout_ms: int = 0,
+        rebalance_timeout_ms: int = -1,
+        member_id: str = '',
+        group_instance_id: str | None = None,
+        protocol_type: str = '',
+        protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] = FRESH,
+        reason: str | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.protocol_type = protocol_type
+        self.protocols = [] if protocols is FRESH else protocols
+        self.reason = reason
 
 
 JoinGroupRequest.SPEC = Message(
@@ -69,39 +96,71 @@ JoinGroupRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class JoinGroupResponse:
+class JoinGroupResponse(StructValue):
     """Kafka response JoinGroupResponse, API key 11: versions 0-9, flexible 6+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class JoinGroupResponseMember:
+    class JoinGroupResponseMember(StructValue):
+        __slots__ = ('member_id', 'group_instance_id', 'metadata')
         #: The group member ID.
-        member_id: str = ''
+        member_id: str
         #: The unique identifier of the consumer instance provided by end user.
-        group_instance_id: str | None = None
+        group_instance_id: str | None
         #: The group member metadata.
-        metadata: bytes = b""
+        metadata: bytes
 
+        def __init__(
+            self,
+            member_id: str = '',
+            group_instance_id: str | None = None,
+            metadata: bytes = b"",
+        ) -> None:
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.metadata = metadata
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'generation_id', 'protocol_type', 'protocol_name', 'leader', 'skip_assignment', 'member_id', 'members')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The generation ID of the group.
-    generation_id: int = -1
+    generation_id: int
     #: The group protocol name.
-    protocol_type: str | None = None
+    protocol_type: str | None
     #: The group protocol selected by the coordinator.
-    protocol_name: str | None = ''
+    protocol_name: str | None
     #: The leader of the group.
-    leader: str = ''
+    leader: str
     #: True if the leader must skip running the assignment.
-    skip_assignment: bool = False
+    skip_assignment: bool
     #: The member ID assigned by the group coordinator.
-    member_id: str = ''
-    members: list[JoinGroupResponse.JoinGroupResponseMember] = field(default_factory=list)
+    member_id: str
+    members: list[JoinGroupResponse.JoinGroupResponseMember]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        generation_id: int = -1,
+        protocol_type: str | None = None,
+        protocol_name: str | None = '',
+        leader: str = '',
+        skip_assignment: bool = False,
+        member_id: str = '',
+        members: list[JoinGroupResponse.JoinGroupResponseMember] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.generation_id = generation_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.leader = leader
+        self.skip_assignment = skip_assignment
+        self.member_id = member_id
+        self.members = [] if members is FRESH else members
 
 
 JoinGroupResponse.SPEC = Message(

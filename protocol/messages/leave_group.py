@@ -7,34 +7,53 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class LeaveGroupRequest:
+class LeaveGroupRequest(StructValue):
     """Kafka request LeaveGroupRequest, API key 13: versions 0-5, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class MemberIdentity:
+    class MemberIdentity(StructValue):
+        __slots__ = ('member_id', 'group_instance_id', 'reason')
         #: The member ID to remove from the group.
-        member_id: str = ''
+        member_id: str
         #: The group instance ID to remove from the group.
-        group_instance_id: str | None = None
+        group_instance_id: str | None
         #: The reason why the member left the group.
-        reason: str | None = None
+        reason: str | None
 
+        def __init__(
+            self,
+            member_id: str = '',
+            group_instance_id: str | None = None,
+            reason: str | None = None,
+        ) -> None:
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.reason = reason
+
+    __slots__ = ('group_id', 'member_id', 'members')
     #: The ID of the group to leave.
-    group_id: str = ''
+    group_id: str
     #: The member ID to remove from the group.
-    member_id: str = ''
+    member_id: str
     #: List of leaving member identities.
-    members: list[LeaveGroupRequest.MemberIdentity] = field(default_factory=list)
+    members: list[LeaveGroupRequest.MemberIdentity]
+
+    def __init__(
+        self,
+        group_id: str = '',
+        member_id: str = '',
+        members: list[LeaveGroupRequest.MemberIdentity] = FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.members = [] if members is FRESH else members
 
 
 LeaveGroupRequest.SPEC = Message(
@@ -55,28 +74,48 @@ LeaveGroupRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class LeaveGroupResponse:
+class LeaveGroupResponse(StructValue):
     """Kafka response LeaveGroupResponse, API key 13: versions 0-5, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class MemberResponse:
+    class MemberResponse(StructValue):
+        __slots__ = ('member_id', 'group_instance_id', 'error_code')
         #: The member ID to remove from the group.
-        member_id: str = ''
+        member_id: str
         #: The group instance ID to remove from the group.
-        group_instance_id: str | None = ''
+        group_instance_id: str | None
         #: The error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
 
+        def __init__(
+            self,
+            member_id: str = '',
+            group_instance_id: str | None = '',
+            error_code: int = 0,
+        ) -> None:
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.error_code = error_code
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'members')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: List of leaving member responses.
-    members: list[LeaveGroupResponse.MemberResponse] = field(default_factory=list)
+    members: list[LeaveGroupResponse.MemberResponse]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        members: list[LeaveGroupResponse.MemberResponse] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.members = [] if members is FRESH else members
 
 
 LeaveGroupResponse.SPEC = Message(

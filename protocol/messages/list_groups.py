@@ -7,23 +7,30 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class ListGroupsRequest:
+class ListGroupsRequest(StructValue):
     """Kafka request ListGroupsRequest, API key 16: versions 0-5, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('states_filter', 'types_filter')
     #: The states of the groups we want to list. If empty, all groups are returned with their state.
-    states_filter: list[str] = field(default_factory=list)
+    states_filter: list[str]
     #: The types of the groups we want to list. If empty, all groups are returned with their type.
-    types_filter: list[str] = field(default_factory=list)
+    types_filter: list[str]
+
+    def __init__(
+        self,
+        states_filter: list[str] = FRESH,
+        types_filter: list[str] = FRESH,
+    ) -> None:
+        self.states_filter = [] if states_filter is FRESH else states_filter
+        self.types_filter = [] if types_filter is FRESH else types_filter
 
 
 ListGroupsRequest.SPEC = Message(
@@ -39,30 +46,52 @@ ListGroupsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class ListGroupsResponse:
+class ListGroupsResponse(StructValue):
     """Kafka response ListGroupsResponse, API key 16: versions 0-5, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class ListedGroup:
+    class ListedGroup(StructValue):
+        __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type')
         #: The group ID.
-        group_id: str = ''
+        group_id: str
         #: The group protocol type.
-        protocol_type: str = ''
+        protocol_type: str
         #: The group state name.
-        group_state: str = ''
+        group_state: str
         #: The group type name.
-        group_type: str = ''
+        group_type: str
 
+        def __init__(
+            self,
+            group_id: str = '',
+            protocol_type: str = '',
+            group_state: str = '',
+            group_type: str = '',
+        ) -> None:
+            self.group_id = group_id
+            self.protocol_type = protocol_type
+            self.group_state = group_state
+            self.group_type = group_type
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'groups')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: Each group in the response.
-    groups: list[ListGroupsResponse.ListedGroup] = field(default_factory=list)
+    groups: list[ListGroupsResponse.ListedGroup]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        groups: list[ListGroupsResponse.ListedGroup] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.groups = [] if groups is FRESH else groups
 
 
 ListGroupsResponse.SPEC = Message(

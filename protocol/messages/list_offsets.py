@@ -7,51 +7,82 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class ListOffsetsRequest:
+class ListOffsetsRequest(StructValue):
     """Kafka request ListOffsetsRequest, API key 2: versions 0-10, flexible 6+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class ListOffsetsTopic:
+    class ListOffsetsTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: Each partition in the request.
-        partitions: list[ListOffsetsRequest.ListOffsetsPartition] = field(default_factory=list)
+        partitions: list[ListOffsetsRequest.ListOffsetsPartition]
 
-    @dataclass(slots=True)
-    class ListOffsetsPartition:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[ListOffsetsRequest.ListOffsetsPartition] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class ListOffsetsPartition(StructValue):
+        __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The current leader epoch.
-        current_leader_epoch: int = -1
+        current_leader_epoch: int
         #: The current timestamp.
-        timestamp: int = 0
+        timestamp: int
         #: The maximum number of offsets to report.
-        max_num_offsets: int = 1
+        max_num_offsets: int
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            current_leader_epoch: int = -1,
+            timestamp: int = 0,
+            max_num_offsets: int = 1,
+        ) -> None:
+            self.partition_index = partition_index
+            self.current_leader_epoch = current_leader_epoch
+            self.timestamp = timestamp
+            self.max_num_offsets = max_num_offsets
+
+    __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms')
     #: The broker ID of the requester, or -1 if this request is being made by a normal consumer.
-    replica_id: int = 0
+    replica_id: int
     #: This setting controls the visibility of transactional records. Using READ_UNCOMMITTED
     #: (isolation_level = 0) makes all records visible. With READ_COMMITTED (isolation_level = 1),
     #: non-transactional and COMMITTED transactional records are visible. To be more concrete,
     #: READ_COMMITTED returns all data from offsets smaller than the current LSO (last stable
     #: offset), and enables the inclusion of the list of aborted transactions in the result, which
     #: allows consumers to discard ABORTED transactional records
-    isolation_level: int = 0
+    isolation_level: int
     #: Each topic in the request.
-    topics: list[ListOffsetsRequest.ListOffsetsTopic] = field(default_factory=list)
+    topics: list[ListOffsetsRequest.ListOffsetsTopic]
     #: The timeout to await a response in milliseconds for requests that require reading from remote
     #: storage for topics enabled with tiered storage.
-    timeout_ms: int = 0
+    timeout_ms: int
+
+    def __init__(
+        self,
+        replica_id: int = 0,
+        isolation_level: int = 0,
+        topics: list[ListOffsetsRequest.ListOffsetsTopic] = FRESH,
+        timeout_ms: int = 0,
+    ) -> None:
+        self.replica_id = replica_id
+        self.isolation_level = isolation_level
+        self.topics = [] if topics is FRESH else topics
+        self.timeout_ms = timeout_ms
 
 
 ListOffsetsRequest.SPEC = Message(
@@ -77,38 +108,70 @@ ListOffsetsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class ListOffsetsResponse:
+class ListOffsetsResponse(StructValue):
     """Kafka response ListOffsetsResponse, API key 2: versions 0-10, flexible 6+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class ListOffsetsTopicResponse:
+    class ListOffsetsTopicResponse(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name
-        name: str = ''
+        name: str
         #: Each partition in the response.
-        partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = field(default_factory=list)
+        partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse]
 
-    @dataclass(slots=True)
-    class ListOffsetsPartitionResponse:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class ListOffsetsPartitionResponse(StructValue):
+        __slots__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The partition error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The result offsets.
-        old_style_offsets: list[int] = field(default_factory=list)
+        old_style_offsets: list[int]
         #: The timestamp associated with the returned offset.
-        timestamp: int = -1
+        timestamp: int
         #: The returned offset.
-        offset: int = -1
-        leader_epoch: int = -1
+        offset: int
+        leader_epoch: int
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            error_code: int = 0,
+            old_style_offsets: list[int] = FRESH,
+            timestamp: int = -1,
+            offset: int = -1,
+            leader_epoch: int = -1,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.old_style_offsets = [] if old_style_offsets is FRESH else old_style_offsets
+            self.timestamp = timestamp
+            self.offset = offset
+            self.leader_epoch = leader_epoch
+
+    __slots__ = ('throttle_time_ms', 'topics')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: Each topic in the response.
-    topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = field(default_factory=list)
+    topics: list[ListOffsetsResponse.ListOffsetsTopicResponse]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is FRESH else topics
 
 
 ListOffsetsResponse.SPEC = Message(

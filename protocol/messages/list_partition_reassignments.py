@@ -7,30 +7,45 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class ListPartitionReassignmentsRequest:
+class ListPartitionReassignmentsRequest(StructValue):
     """Kafka request ListPartitionReassignmentsRequest, API key 46: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class ListPartitionReassignmentsTopics:
+    class ListPartitionReassignmentsTopics(StructValue):
+        __slots__ = ('name', 'partition_indexes')
         #: The topic name
-        name: str = ''
+        name: str
         #: The partitions to list partition reassignments for.
-        partition_indexes: list[int] = field(default_factory=list)
+        partition_indexes: list[int]
 
+        def __init__(
+            self,
+            name: str = '',
+            partition_indexes: list[int] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is FRESH else partition_indexes
+
+    __slots__ = ('timeout_ms', 'topics')
     #: The time in ms to wait for the request to complete.
-    timeout_ms: int = 60000
+    timeout_ms: int
     #: The topics to list partition reassignments for, or null to list everything.
-    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = None
+    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
+
+    def __init__(
+        self,
+        timeout_ms: int = 60000,
+        topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = None,
+    ) -> None:
+        self.timeout_ms = timeout_ms
+        self.topics = topics
 
 
 ListPartitionReassignmentsRequest.SPEC = Message(
@@ -49,39 +64,71 @@ ListPartitionReassignmentsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class ListPartitionReassignmentsResponse:
+class ListPartitionReassignmentsResponse(StructValue):
     """Kafka response ListPartitionReassignmentsResponse, API key 46: versions 0, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class OngoingTopicReassignment:
+    class OngoingTopicReassignment(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The ongoing reassignments for each partition.
-        partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = field(default_factory=list)
+        partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment]
 
-    @dataclass(slots=True)
-    class OngoingPartitionReassignment:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class OngoingPartitionReassignment(StructValue):
+        __slots__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas')
         #: The index of the partition.
-        partition_index: int = 0
+        partition_index: int
         #: The current replica set.
-        replicas: list[int] = field(default_factory=list)
+        replicas: list[int]
         #: The set of replicas we are currently adding.
-        adding_replicas: list[int] = field(default_factory=list)
+        adding_replicas: list[int]
         #: The set of replicas we are currently removing.
-        removing_replicas: list[int] = field(default_factory=list)
+        removing_replicas: list[int]
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            replicas: list[int] = FRESH,
+            adding_replicas: list[int] = FRESH,
+            removing_replicas: list[int] = FRESH,
+        ) -> None:
+            self.partition_index = partition_index
+            self.replicas = [] if replicas is FRESH else replicas
+            self.adding_replicas = [] if adding_replicas is FRESH else adding_replicas
+            self.removing_replicas = [] if removing_replicas is FRESH else removing_replicas
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'topics')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The top-level error code, or 0 if there was no error
-    error_code: int = 0
+    error_code: int
     #: The top-level error message, or null if there was no error.
-    error_message: str | None = ''
+    error_message: str | None
     #: The ongoing reassignments for each topic.
-    topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment] = field(default_factory=list)
+    topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topics = [] if topics is FRESH else topics
 
 
 ListPartitionReassignmentsResponse.SPEC = Message(

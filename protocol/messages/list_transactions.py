@@ -7,28 +7,37 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class ListTransactionsRequest:
+class ListTransactionsRequest(StructValue):
     """Kafka request ListTransactionsRequest, API key 66: versions 0-1, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter')
     #: The transaction states to filter by: if empty, all transactions are returned; if non-empty,
     #: then only transactions matching one of the filtered states will be returned
-    state_filters: list[str] = field(default_factory=list)
+    state_filters: list[str]
     #: The producerIds to filter by: if empty, all transactions will be returned; if non-empty, only
     #: transactions which match one of the filtered producerIds will be returned
-    producer_id_filters: list[int] = field(default_factory=list)
+    producer_id_filters: list[int]
     #: Duration (in millis) to filter by: if < 0, all transactions will be returned; otherwise, only
     #: transactions running longer than this duration will be returned
-    duration_filter: int = -1
+    duration_filter: int
+
+    def __init__(
+        self,
+        state_filters: list[str] = FRESH,
+        producer_id_filters: list[int] = FRESH,
+        duration_filter: int = -1,
+    ) -> None:
+        self.state_filters = [] if state_filters is FRESH else state_filters
+        self.producer_id_filters = [] if producer_id_filters is FRESH else producer_id_filters
+        self.duration_filter = duration_filter
 
 
 ListTransactionsRequest.SPEC = Message(
@@ -45,27 +54,49 @@ ListTransactionsRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class ListTransactionsResponse:
+class ListTransactionsResponse(StructValue):
     """Kafka response ListTransactionsResponse, API key 66: versions 0-1, flexible 0+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class TransactionState:
-        transactional_id: str = ''
-        producer_id: int = 0
+    class TransactionState(StructValue):
+        __slots__ = ('transactional_id', 'producer_id', 'transaction_state')
+        transactional_id: str
+        producer_id: int
         #: The current transaction state of the producer
-        transaction_state: str = ''
+        transaction_state: str
 
+        def __init__(
+            self,
+            transactional_id: str = '',
+            producer_id: int = 0,
+            transaction_state: str = '',
+        ) -> None:
+            self.transactional_id = transactional_id
+            self.producer_id = producer_id
+            self.transaction_state = transaction_state
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    error_code: int = 0
+    throttle_time_ms: int
+    error_code: int
     #: Set of state filters provided in the request which were unknown to the transaction
     #: coordinator
-    unknown_state_filters: list[str] = field(default_factory=list)
-    transaction_states: list[ListTransactionsResponse.TransactionState] = field(default_factory=list)
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponse.TransactionState]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        unknown_state_filters: list[str] = FRESH,
+        transaction_states: list[ListTransactionsResponse.TransactionState] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.unknown_state_filters = [] if unknown_state_filters is FRESH else unknown_state_filters
+        self.transaction_states = [] if transaction_states is FRESH else transaction_states
 
 
 ListTransactionsResponse.SPEC = Message(

@@ -8,36 +8,55 @@ Do not edit by hand: change the generator and rerun it.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..primitives import NULL_UUID
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class MetadataRequest:
+class MetadataRequest(StructValue):
     """Kafka request MetadataRequest, API key 3: versions 0-12, flexible 9+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class MetadataRequestTopic:
+    class MetadataRequestTopic(StructValue):
+        __slots__ = ('topic_id', 'name')
         #: The topic id.
-        topic_id: uuid.UUID = NULL_UUID
+        topic_id: uuid.UUID
         #: The topic name.
-        name: str | None = ''
+        name: str | None
 
+        def __init__(
+            self,
+            topic_id: uuid.UUID = NULL_UUID,
+            name: str | None = '',
+        ) -> None:
+            self.topic_id = topic_id
+            self.name = name
+
+    __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
     #: The topics to fetch metadata for.
-    topics: list[MetadataRequest.MetadataRequestTopic] | None = field(default_factory=list)
+    topics: list[MetadataRequest.MetadataRequestTopic] | None
     #: If this is true, the broker may auto-create topics that we requested which do not already
     #: exist, if it is configured to do so.
-    allow_auto_topic_creation: bool = True
+    allow_auto_topic_creation: bool
     #: Whether to include cluster authorized operations.
-    include_cluster_authorized_operations: bool = False
+    include_cluster_authorized_operations: bool
     #: Whether to include topic authorized operations.
-    include_topic_authorized_operations: bool = False
+    include_topic_authorized_operations: bool
+
+    def __init__(
+        self,
+        topics: list[MetadataRequest.MetadataRequestTopic] | None = FRESH,
+        allow_auto_topic_creation: bool = True,
+        include_cluster_authorized_operations: bool = False,
+        include_topic_authorized_operations: bool = False,
+    ) -> None:
+        self.topics = [] if topics is FRESH else topics
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.include_topic_authorized_operations = include_topic_authorized_operations
 
 
 MetadataRequest.SPEC = Message(
@@ -58,70 +77,132 @@ MetadataRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class MetadataResponse:
+class MetadataResponse(StructValue):
     """Kafka response MetadataResponse, API key 3: versions 0-12, flexible 9+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class MetadataResponseBroker:
+    class MetadataResponseBroker(StructValue):
+        __slots__ = ('node_id', 'host', 'port', 'rack')
         #: The broker ID.
-        node_id: int = 0
+        node_id: int
         #: The broker hostname.
-        host: str = ''
+        host: str
         #: The broker port.
-        port: int = 0
+        port: int
         #: The rack of the broker, or null if it has not been assigned to a rack.
-        rack: str | None = None
+        rack: str | None
 
-    @dataclass(slots=True)
-    class MetadataResponseTopic:
+        def __init__(
+            self,
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+        ) -> None:
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+
+    class MetadataResponseTopic(StructValue):
+        __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations')
         #: The topic error, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The topic name. Null for non-existing topics queried by ID. This is never null when
         #: ErrorCode is zero. One of Name and TopicId is always populated.
-        name: str | None = ''
+        name: str | None
         #: The topic id. Zero for non-existing topics queried by name. This is never zero when
         #: ErrorCode is zero. One of Name and TopicId is always populated.
-        topic_id: uuid.UUID = NULL_UUID
+        topic_id: uuid.UUID
         #: True if the topic is internal.
-        is_internal: bool = False
+        is_internal: bool
         #: Each partition in the topic.
-        partitions: list[MetadataResponse.MetadataResponsePartition] = field(default_factory=list)
+        partitions: list[MetadataResponse.MetadataResponsePartition]
         #: 32-bit bitfield to represent authorized operations for this topic.
-        topic_authorized_operations: int = -2147483648
+        topic_authorized_operations: int
 
-    @dataclass(slots=True)
-    class MetadataResponsePartition:
+        def __init__(
+            self,
+            error_code: int = 0,
+            name: str | None = '',
+            topic_id: uuid.UUID = NULL_UUID,
+            is_internal: bool = False,
+            partitions: list[MetadataResponse.MetadataResponsePartition] = FRESH,
+            topic_authorized_operations: int = -2147483648,
+        ) -> None:
+            self.error_code = error_code
+            self.name = name
+            self.topic_id = topic_id
+            self.is_internal = is_internal
+            self.partitions = [] if partitions is FRESH else partitions
+            self.topic_authorized_operations = topic_authorized_operations
+
+    class MetadataResponsePartition(StructValue):
+        __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas')
         #: The partition error, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The ID of the leader broker.
-        leader_id: int = 0
+        leader_id: int
         #: The leader epoch of this partition.
-        leader_epoch: int = -1
+        leader_epoch: int
         #: The set of all nodes that host this partition.
-        replica_nodes: list[int] = field(default_factory=list)
+        replica_nodes: list[int]
         #: The set of nodes that are in sync with the leader for this partition.
-        isr_nodes: list[int] = field(default_factory=list)
+        isr_nodes: list[int]
         #: The set of offline replicas of this partition.
-        offline_replicas: list[int] = field(default_factory=list)
+        offline_replicas: list[int]
 
+        def __init__(
+            self,
+            error_code: int = 0,
+            partition_index: int = 0,
+            leader_id: int = 0,
+            leader_epoch: int = -1,
+            replica_nodes: list[int] = FRESH,
+            isr_nodes: list[int] = FRESH,
+            offline_replicas: list[int] = FRESH,
+        ) -> None:
+            self.error_code = error_code
+            self.partition_index = partition_index
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.replica_nodes = [] if replica_nodes is FRESH else replica_nodes
+            self.isr_nodes = [] if isr_nodes is FRESH else isr_nodes
+            self.offline_replicas = [] if offline_replicas is FRESH else offline_replicas
+
+    __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: A list of brokers present in the cluster.
-    brokers: list[MetadataResponse.MetadataResponseBroker] = field(default_factory=list)
+    brokers: list[MetadataResponse.MetadataResponseBroker]
     #: The cluster ID that responding broker belongs to.
-    cluster_id: str | None = None
+    cluster_id: str | None
     #: The ID of the controller broker.
-    controller_id: int = -1
+    controller_id: int
     #: Each topic in the response.
-    topics: list[MetadataResponse.MetadataResponseTopic] = field(default_factory=list)
+    topics: list[MetadataResponse.MetadataResponseTopic]
     #: 32-bit bitfield to represent authorized operations for this cluster.
-    cluster_authorized_operations: int = -2147483648
+    cluster_authorized_operations: int
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        brokers: list[MetadataResponse.MetadataResponseBroker] = FRESH,
+        cluster_id: str | None = None,
+        controller_id: int = -1,
+        topics: list[MetadataResponse.MetadataResponseTopic] = FRESH,
+        cluster_authorized_operations: int = -2147483648,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.brokers = [] if brokers is FRESH else brokers
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.topics = [] if topics is FRESH else topics
+        self.cluster_authorized_operations = cluster_authorized_operations
 
 
 MetadataResponse.SPEC = Message(

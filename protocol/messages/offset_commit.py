@@ -7,52 +7,89 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class OffsetCommitRequest:
+class OffsetCommitRequest(StructValue):
     """Kafka request OffsetCommitRequest, API key 8: versions 0-9, flexible 8+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class OffsetCommitRequestTopic:
+    class OffsetCommitRequestTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: Each partition to commit offsets for.
-        partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] = field(default_factory=list)
+        partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition]
 
-    @dataclass(slots=True)
-    class OffsetCommitRequestPartition:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class OffsetCommitRequestPartition(StructValue):
+        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The message offset to be committed.
-        committed_offset: int = 0
+        committed_offset: int
         #: The leader epoch of this partition.
-        committed_leader_epoch: int = -1
+        committed_leader_epoch: int
         #: The timestamp of the commit.
-        commit_timestamp: int = -1
+        commit_timestamp: int
         #: Any associated metadata the client wants to keep.
-        committed_metadata: str | None = ''
+        committed_metadata: str | None
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            committed_offset: int = 0,
+            committed_leader_epoch: int = -1,
+            commit_timestamp: int = -1,
+            committed_metadata: str | None = '',
+        ) -> None:
+            self.partition_index = partition_index
+            self.committed_offset = committed_offset
+            self.committed_leader_epoch = committed_leader_epoch
+            self.commit_timestamp = commit_timestamp
+            self.committed_metadata = committed_metadata
+
+    __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics')
     #: The unique group identifier.
-    group_id: str = ''
+    group_id: str
     #: The generation of the group if using the classic group protocol or the member epoch if using
     #: the consumer protocol.
-    generation_id_or_member_epoch: int = -1
+    generation_id_or_member_epoch: int
     #: The member ID assigned by the group coordinator.
-    member_id: str = ''
+    member_id: str
     #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
+    group_instance_id: str | None
     #: The time period in ms to retain the offset.
-    retention_time_ms: int = -1
+    retention_time_ms: int
     #: The topics to commit offsets for.
-    topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] = field(default_factory=list)
+    topics: list[OffsetCommitRequest.OffsetCommitRequestTopic]
+
+    def __init__(
+        self,
+        group_id: str = '',
+        generation_id_or_member_epoch: int = -1,
+        member_id: str = '',
+        group_instance_id: str | None = None,
+        retention_time_ms: int = -1,
+        topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] = FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id_or_member_epoch = generation_id_or_member_epoch
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.retention_time_ms = retention_time_ms
+        self.topics = [] if topics is FRESH else topics
 
 
 OffsetCommitRequest.SPEC = Message(
@@ -81,31 +118,55 @@ OffsetCommitRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class OffsetCommitResponse:
+class OffsetCommitResponse(StructValue):
     """Kafka response OffsetCommitResponse, API key 8: versions 0-9, flexible 8+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class OffsetCommitResponseTopic:
+    class OffsetCommitResponseTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The responses for each partition in the topic.
-        partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = field(default_factory=list)
+        partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition]
 
-    @dataclass(slots=True)
-    class OffsetCommitResponsePartition:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class OffsetCommitResponsePartition(StructValue):
+        __slots__ = ('partition_index', 'error_code')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+
+    __slots__ = ('throttle_time_ms', 'topics')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The responses for each topic.
-    topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = field(default_factory=list)
+    topics: list[OffsetCommitResponse.OffsetCommitResponseTopic]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is FRESH else topics
 
 
 OffsetCommitResponse.SPEC = Message(

@@ -7,35 +7,56 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import NO_VERSIONS, Field, Message, Struct
+from ..schema import FRESH, NO_VERSIONS, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class OffsetDeleteRequest:
+class OffsetDeleteRequest(StructValue):
     """Kafka request OffsetDeleteRequest, API key 47: versions 0, flexible none."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class OffsetDeleteRequestTopic:
+    class OffsetDeleteRequestTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: Each partition to delete offsets for.
-        partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition] = field(default_factory=list)
+        partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition]
 
-    @dataclass(slots=True)
-    class OffsetDeleteRequestPartition:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class OffsetDeleteRequestPartition(StructValue):
+        __slots__ = ('partition_index',)
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+
+    __slots__ = ('group_id', 'topics')
     #: The unique group identifier.
-    group_id: str = ''
+    group_id: str
     #: The topics to delete offsets for
-    topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] = field(default_factory=list)
+    topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic]
+
+    def __init__(
+        self,
+        group_id: str = '',
+        topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] = FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is FRESH else topics
 
 
 OffsetDeleteRequest.SPEC = Message(
@@ -56,33 +77,59 @@ OffsetDeleteRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class OffsetDeleteResponse:
+class OffsetDeleteResponse(StructValue):
     """Kafka response OffsetDeleteResponse, API key 47: versions 0, flexible none."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class OffsetDeleteResponseTopic:
+    class OffsetDeleteResponseTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The responses for each partition in the topic.
-        partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition] = field(default_factory=list)
+        partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition]
 
-    @dataclass(slots=True)
-    class OffsetDeleteResponsePartition:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class OffsetDeleteResponsePartition(StructValue):
+        __slots__ = ('partition_index', 'error_code')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+
+    __slots__ = ('error_code', 'throttle_time_ms', 'topics')
     #: The top-level error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The responses for each topic.
-    topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic] = field(default_factory=list)
+    topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic]
+
+    def __init__(
+        self,
+        error_code: int = 0,
+        throttle_time_ms: int = 0,
+        topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic] = FRESH,
+    ) -> None:
+        self.error_code = error_code
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is FRESH else topics
 
 
 OffsetDeleteResponse.SPEC = Message(

@@ -7,54 +7,93 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class OffsetFetchRequest:
+class OffsetFetchRequest(StructValue):
     """Kafka request OffsetFetchRequest, API key 9: versions 0-9, flexible 6+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class OffsetFetchRequestTopic:
+    class OffsetFetchRequestTopic(StructValue):
+        __slots__ = ('name', 'partition_indexes')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The partition indexes we would like to fetch offsets for.
-        partition_indexes: list[int] = field(default_factory=list)
+        partition_indexes: list[int]
 
-    @dataclass(slots=True)
-    class OffsetFetchRequestGroup:
+        def __init__(
+            self,
+            name: str = '',
+            partition_indexes: list[int] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is FRESH else partition_indexes
+
+    class OffsetFetchRequestGroup(StructValue):
+        __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics')
         #: The group ID.
-        group_id: str = ''
+        group_id: str
         #: The member ID assigned by the group coordinator if using the new consumer protocol
         #: (KIP-848).
-        member_id: str | None = None
+        member_id: str | None
         #: The member epoch if using the new consumer protocol (KIP-848).
-        member_epoch: int = -1
+        member_epoch: int
         #: Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
-        topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None = field(default_factory=list)
+        topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None
 
-    @dataclass(slots=True)
-    class OffsetFetchRequestTopics:
+        def __init__(
+            self,
+            group_id: str = '',
+            member_id: str | None = None,
+            member_epoch: int = -1,
+            topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None = FRESH,
+        ) -> None:
+            self.group_id = group_id
+            self.member_id = member_id
+            self.member_epoch = member_epoch
+            self.topics = [] if topics is FRESH else topics
+
+    class OffsetFetchRequestTopics(StructValue):
+        __slots__ = ('name', 'partition_indexes')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The partition indexes we would like to fetch offsets for.
-        partition_indexes: list[int] = field(default_factory=list)
+        partition_indexes: list[int]
 
+        def __init__(
+            self,
+            name: str = '',
+            partition_indexes: list[int] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is FRESH else partition_indexes
+
+    __slots__ = ('group_id', 'topics', 'groups', 'require_stable')
     #: The group to fetch offsets for.
-    group_id: str = ''
+    group_id: str
     #: Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
-    topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None = field(default_factory=list)
+    topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None
     #: Each group we would like to fetch offsets for
-    groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = field(default_factory=list)
+    groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
     #: Whether broker should hold on returning unstable offsets but set a retriable error code for
     #: the partitions.
-    require_stable: bool = False
+    require_stable: bool
+
+    def __init__(
+        self,
+        group_id: str = '',
+        topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None = FRESH,
+        groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = FRESH,
+        require_stable: bool = False,
+    ) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is FRESH else topics
+        self.groups = [] if groups is FRESH else groups
+        self.require_stable = require_stable
 
 
 OffsetFetchRequest.SPEC = Message(
@@ -83,70 +122,136 @@ OffsetFetchRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class OffsetFetchResponse:
+class OffsetFetchResponse(StructValue):
     """Kafka response OffsetFetchResponse, API key 9: versions 0-9, flexible 6+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class OffsetFetchResponseTopic:
+    class OffsetFetchResponseTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The responses per partition
-        partitions: list[OffsetFetchResponse.OffsetFetchResponsePartition] = field(default_factory=list)
+        partitions: list[OffsetFetchResponse.OffsetFetchResponsePartition]
 
-    @dataclass(slots=True)
-    class OffsetFetchResponsePartition:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[OffsetFetchResponse.OffsetFetchResponsePartition] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class OffsetFetchResponsePartition(StructValue):
+        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The committed message offset.
-        committed_offset: int = 0
+        committed_offset: int
         #: The leader epoch.
-        committed_leader_epoch: int = -1
+        committed_leader_epoch: int
         #: The partition metadata.
-        metadata: str | None = ''
+        metadata: str | None
         #: The error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
 
-    @dataclass(slots=True)
-    class OffsetFetchResponseGroup:
+        def __init__(
+            self,
+            partition_index: int = 0,
+            committed_offset: int = 0,
+            committed_leader_epoch: int = -1,
+            metadata: str | None = '',
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.committed_offset = committed_offset
+            self.committed_leader_epoch = committed_leader_epoch
+            self.metadata = metadata
+            self.error_code = error_code
+
+    class OffsetFetchResponseGroup(StructValue):
+        __slots__ = ('group_id', 'topics', 'error_code')
         #: The group ID.
-        group_id: str = ''
+        group_id: str
         #: The responses per topic.
-        topics: list[OffsetFetchResponse.OffsetFetchResponseTopics] = field(default_factory=list)
+        topics: list[OffsetFetchResponse.OffsetFetchResponseTopics]
         #: The group-level error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
 
-    @dataclass(slots=True)
-    class OffsetFetchResponseTopics:
+        def __init__(
+            self,
+            group_id: str = '',
+            topics: list[OffsetFetchResponse.OffsetFetchResponseTopics] = FRESH,
+            error_code: int = 0,
+        ) -> None:
+            self.group_id = group_id
+            self.topics = [] if topics is FRESH else topics
+            self.error_code = error_code
+
+    class OffsetFetchResponseTopics(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The responses per partition
-        partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = field(default_factory=list)
+        partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions]
 
-    @dataclass(slots=True)
-    class OffsetFetchResponsePartitions:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class OffsetFetchResponsePartitions(StructValue):
+        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The committed message offset.
-        committed_offset: int = 0
+        committed_offset: int
         #: The leader epoch.
-        committed_leader_epoch: int = -1
+        committed_leader_epoch: int
         #: The partition metadata.
-        metadata: str | None = ''
+        metadata: str | None
         #: The partition-level error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            committed_offset: int = 0,
+            committed_leader_epoch: int = -1,
+            metadata: str | None = '',
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.committed_offset = committed_offset
+            self.committed_leader_epoch = committed_leader_epoch
+            self.metadata = metadata
+            self.error_code = error_code
+
+    __slots__ = ('throttle_time_ms', 'topics', 'error_code', 'groups')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The responses per topic.
-    topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] = field(default_factory=list)
+    topics: list[OffsetFetchResponse.OffsetFetchResponseTopic]
     #: The top-level error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The responses per group id.
-    groups: list[OffsetFetchResponse.OffsetFetchResponseGroup] = field(default_factory=list)
+    groups: list[OffsetFetchResponse.OffsetFetchResponseGroup]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] = FRESH,
+        error_code: int = 0,
+        groups: list[OffsetFetchResponse.OffsetFetchResponseGroup] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is FRESH else topics
+        self.error_code = error_code
+        self.groups = [] if groups is FRESH else groups
 
 
 OffsetFetchResponse.SPEC = Message(

@@ -7,42 +7,67 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class OffsetForLeaderEpochRequest:
+class OffsetForLeaderEpochRequest(StructValue):
     """Kafka request OffsetForLeaderEpochRequest, API key 23: versions 0-4, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class OffsetForLeaderTopic:
+    class OffsetForLeaderTopic(StructValue):
+        __slots__ = ('topic', 'partitions')
         #: The topic name.
-        topic: str = ''
+        topic: str
         #: Each partition to get offsets for.
-        partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition] = field(default_factory=list)
+        partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition]
 
-    @dataclass(slots=True)
-    class OffsetForLeaderPartition:
+        def __init__(
+            self,
+            topic: str = '',
+            partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition] = FRESH,
+        ) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class OffsetForLeaderPartition(StructValue):
+        __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch')
         #: The partition index.
-        partition: int = 0
+        partition: int
         #: An epoch used to fence consumers/replicas with old metadata. If the epoch provided by the
         #: client is larger than the current epoch known to the broker, then the
         #: UNKNOWN_LEADER_EPOCH error code will be returned. If the provided epoch is smaller, then
         #: the FENCED_LEADER_EPOCH error code will be returned.
-        current_leader_epoch: int = -1
+        current_leader_epoch: int
         #: The epoch to look up an offset for.
-        leader_epoch: int = 0
+        leader_epoch: int
 
+        def __init__(
+            self,
+            partition: int = 0,
+            current_leader_epoch: int = -1,
+            leader_epoch: int = 0,
+        ) -> None:
+            self.partition = partition
+            self.current_leader_epoch = current_leader_epoch
+            self.leader_epoch = leader_epoch
+
+    __slots__ = ('replica_id', 'topics')
     #: The broker ID of the follower, of -1 if this request is from a consumer.
-    replica_id: int = -2
+    replica_id: int
     #: Each topic to get offsets for.
-    topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] = field(default_factory=list)
+    topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic]
+
+    def __init__(
+        self,
+        replica_id: int = -2,
+        topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] = FRESH,
+    ) -> None:
+        self.replica_id = replica_id
+        self.topics = [] if topics is FRESH else topics
 
 
 OffsetForLeaderEpochRequest.SPEC = Message(
@@ -65,35 +90,63 @@ OffsetForLeaderEpochRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class OffsetForLeaderEpochResponse:
+class OffsetForLeaderEpochResponse(StructValue):
     """Kafka response OffsetForLeaderEpochResponse, API key 23: versions 0-4, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class OffsetForLeaderTopicResult:
+    class OffsetForLeaderTopicResult(StructValue):
+        __slots__ = ('topic', 'partitions')
         #: The topic name.
-        topic: str = ''
+        topic: str
         #: Each partition in the topic we fetched offsets for.
-        partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset] = field(default_factory=list)
+        partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset]
 
-    @dataclass(slots=True)
-    class EpochEndOffset:
+        def __init__(
+            self,
+            topic: str = '',
+            partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset] = FRESH,
+        ) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class EpochEndOffset(StructValue):
+        __slots__ = ('error_code', 'partition', 'leader_epoch', 'end_offset')
         #: The error code 0, or if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The partition index.
-        partition: int = 0
+        partition: int
         #: The leader epoch of the partition.
-        leader_epoch: int = -1
+        leader_epoch: int
         #: The end offset of the epoch.
-        end_offset: int = -1
+        end_offset: int
 
+        def __init__(
+            self,
+            error_code: int = 0,
+            partition: int = 0,
+            leader_epoch: int = -1,
+            end_offset: int = -1,
+        ) -> None:
+            self.error_code = error_code
+            self.partition = partition
+            self.leader_epoch = leader_epoch
+            self.end_offset = end_offset
+
+    __slots__ = ('throttle_time_ms', 'topics')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: Each topic we fetched offsets for.
-    topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = field(default_factory=list)
+    topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is FRESH else topics
 
 
 OffsetForLeaderEpochResponse.SPEC = Message(

@@ -7,43 +7,70 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class ProduceRequest:
+class ProduceRequest(StructValue):
     """Kafka request ProduceRequest, API key 0: versions 0-11, flexible 9+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class TopicProduceData:
+    class TopicProduceData(StructValue):
+        __slots__ = ('name', 'partition_data')
         #: The topic name.
-        name: str = ''
+        name: str
         #: Each partition to produce to.
-        partition_data: list[ProduceRequest.PartitionProduceData] = field(default_factory=list)
+        partition_data: list[ProduceRequest.PartitionProduceData]
 
-    @dataclass(slots=True)
-    class PartitionProduceData:
+        def __init__(
+            self,
+            name: str = '',
+            partition_data: list[ProduceRequest.PartitionProduceData] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partition_data = [] if partition_data is FRESH else partition_data
+
+    class PartitionProduceData(StructValue):
+        __slots__ = ('index', 'records')
         #: The partition index.
-        index: int = 0
+        index: int
         #: The record data to be produced.
-        records: bytes | None = b""
+        records: bytes | None
 
+        def __init__(
+            self,
+            index: int = 0,
+            records: bytes | None = b"",
+        ) -> None:
+            self.index = index
+            self.records = records
+
+    __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data')
     #: The transactional ID, or null if the producer is not transactional.
-    transactional_id: str | None = None
+    transactional_id: str | None
     #: The number of acknowledgments the producer requires the leader to have received before
     #: considering a request complete. Allowed values: 0 for no acknowledgments, 1 for only the
     #: leader and -1 for the full ISR.
-    acks: int = 0
+    acks: int
     #: The timeout to await a response in milliseconds.
-    timeout_ms: int = 0
+    timeout_ms: int
     #: Each topic to produce to.
-    topic_data: list[ProduceRequest.TopicProduceData] = field(default_factory=list)
+    topic_data: list[ProduceRequest.TopicProduceData]
+
+    def __init__(
+        self,
+        transactional_id: str | None = None,
+        acks: int = 0,
+        timeout_ms: int = 0,
+        topic_data: list[ProduceRequest.TopicProduceData] = FRESH,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topic_data = [] if topic_data is FRESH else topic_data
 
 
 ProduceRequest.SPEC = Message(
@@ -67,73 +94,139 @@ ProduceRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class ProduceResponse:
+class ProduceResponse(StructValue):
     """Kafka response ProduceResponse, API key 0: versions 0-11, flexible 9+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class TopicProduceResponse:
+    class TopicProduceResponse(StructValue):
+        __slots__ = ('name', 'partition_responses')
         #: The topic name
-        name: str = ''
+        name: str
         #: Each partition that we produced to within the topic.
-        partition_responses: list[ProduceResponse.PartitionProduceResponse] = field(default_factory=list)
+        partition_responses: list[ProduceResponse.PartitionProduceResponse]
 
-    @dataclass(slots=True)
-    class PartitionProduceResponse:
+        def __init__(
+            self,
+            name: str = '',
+            partition_responses: list[ProduceResponse.PartitionProduceResponse] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partition_responses = [] if partition_responses is FRESH else partition_responses
+
+    class PartitionProduceResponse(StructValue):
+        __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader')
         #: The partition index.
-        index: int = 0
+        index: int
         #: The error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
         #: The base offset.
-        base_offset: int = 0
+        base_offset: int
         #: The timestamp returned by broker after appending the messages. If CreateTime is used for
         #: the topic, the timestamp will be -1.  If LogAppendTime is used for the topic, the
         #: timestamp will be the broker local time when the messages are appended.
-        log_append_time_ms: int = -1
+        log_append_time_ms: int
         #: The log start offset.
-        log_start_offset: int = -1
+        log_start_offset: int
         #: The batch indices of records that caused the batch to be dropped
-        record_errors: list[ProduceResponse.BatchIndexAndErrorMessage] = field(default_factory=list)
+        record_errors: list[ProduceResponse.BatchIndexAndErrorMessage]
         #: The global error message summarizing the common root cause of the records that caused the
         #: batch to be dropped
-        error_message: str | None = None
-        current_leader: ProduceResponse.LeaderIdAndEpoch = field(default_factory=lambda: ProduceResponse.LeaderIdAndEpoch())
+        error_message: str | None
+        current_leader: ProduceResponse.LeaderIdAndEpoch
 
-    @dataclass(slots=True)
-    class BatchIndexAndErrorMessage:
+        def __init__(
+            self,
+            index: int = 0,
+            error_code: int = 0,
+            base_offset: int = 0,
+            log_append_time_ms: int = -1,
+            log_start_offset: int = -1,
+            record_errors: list[ProduceResponse.BatchIndexAndErrorMessage] = FRESH,
+            error_message: str | None = None,
+            current_leader: ProduceResponse.LeaderIdAndEpoch = FRESH,
+        ) -> None:
+            self.index = index
+            self.error_code = error_code
+            self.base_offset = base_offset
+            self.log_append_time_ms = log_append_time_ms
+            self.log_start_offset = log_start_offset
+            self.record_errors = [] if record_errors is FRESH else record_errors
+            self.error_message = error_message
+            self.current_leader = ProduceResponse.LeaderIdAndEpoch() if current_leader is FRESH else current_leader
+
+    class BatchIndexAndErrorMessage(StructValue):
+        __slots__ = ('batch_index', 'batch_index_error_message')
         #: The batch index of the record that cause the batch to be dropped
-        batch_index: int = 0
+        batch_index: int
         #: The error message of the record that caused the batch to be dropped
-        batch_index_error_message: str | None = None
+        batch_index_error_message: str | None
 
-    @dataclass(slots=True)
-    class LeaderIdAndEpoch:
+        def __init__(
+            self,
+            batch_index: int = 0,
+            batch_index_error_message: str | None = None,
+        ) -> None:
+            self.batch_index = batch_index
+            self.batch_index_error_message = batch_index_error_message
+
+    class LeaderIdAndEpoch(StructValue):
+        __slots__ = ('leader_id', 'leader_epoch')
         #: The ID of the current leader or -1 if the leader is unknown.
-        leader_id: int = -1
+        leader_id: int
         #: The latest known leader epoch
-        leader_epoch: int = -1
+        leader_epoch: int
 
-    @dataclass(slots=True)
-    class NodeEndpoint:
+        def __init__(
+            self,
+            leader_id: int = -1,
+            leader_epoch: int = -1,
+        ) -> None:
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+
+    class NodeEndpoint(StructValue):
+        __slots__ = ('node_id', 'host', 'port', 'rack')
         #: The ID of the associated node.
-        node_id: int = 0
+        node_id: int
         #: The node's hostname.
-        host: str = ''
+        host: str
         #: The node's port.
-        port: int = 0
+        port: int
         #: The rack of the node, or null if it has not been assigned to a rack.
-        rack: str | None = None
+        rack: str | None
 
+        def __init__(
+            self,
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+        ) -> None:
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+
+    __slots__ = ('responses', 'throttle_time_ms', 'node_endpoints')
     #: Each produce response
-    responses: list[ProduceResponse.TopicProduceResponse] = field(default_factory=list)
+    responses: list[ProduceResponse.TopicProduceResponse]
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: Endpoints for all current-leaders enumerated in PartitionProduceResponses, with errors
     #: NOT_LEADER_OR_FOLLOWER.
-    node_endpoints: list[ProduceResponse.NodeEndpoint] = field(default_factory=list)
+    node_endpoints: list[ProduceResponse.NodeEndpoint]
+
+    def __init__(
+        self,
+        responses: list[ProduceResponse.TopicProduceResponse] = FRESH,
+        throttle_time_ms: int = 0,
+        node_endpoints: list[ProduceResponse.NodeEndpoint] = FRESH,
+    ) -> None:
+        self.responses = [] if responses is FRESH else responses
+        self.throttle_time_ms = throttle_time_ms
+        self.node_endpoints = [] if node_endpoints is FRESH else node_endpoints
 
 
 ProduceResponse.SPEC = Message(

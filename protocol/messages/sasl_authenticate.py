@@ -7,21 +7,26 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class SaslAuthenticateRequest:
+class SaslAuthenticateRequest(StructValue):
     """Kafka request SaslAuthenticateRequest, API key 36: versions 0-2, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('auth_bytes',)
     #: The SASL authentication bytes from the client, as defined by the SASL mechanism.
-    auth_bytes: bytes = b""
+    auth_bytes: bytes
+
+    def __init__(
+        self,
+        auth_bytes: bytes = b"",
+    ) -> None:
+        self.auth_bytes = auth_bytes
 
 
 SaslAuthenticateRequest.SPEC = Message(
@@ -36,21 +41,33 @@ SaslAuthenticateRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class SaslAuthenticateResponse:
+class SaslAuthenticateResponse(StructValue):
     """Kafka response SaslAuthenticateResponse, API key 36: versions 0-2, flexible 2+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms')
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The error message, or null if there was no error.
-    error_message: str | None = ''
+    error_message: str | None
     #: The SASL authentication bytes from the server, as defined by the SASL mechanism.
-    auth_bytes: bytes = b""
+    auth_bytes: bytes
     #: Number of milliseconds after which only re-authentication over the existing connection to
     #: create a new session can occur.
-    session_lifetime_ms: int = 0
+    session_lifetime_ms: int
+
+    def __init__(
+        self,
+        error_code: int = 0,
+        error_message: str | None = '',
+        auth_bytes: bytes = b"",
+        session_lifetime_ms: int = 0,
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.auth_bytes = auth_bytes
+        self.session_lifetime_ms = session_lifetime_ms
 
 
 SaslAuthenticateResponse.SPEC = Message(

@@ -7,21 +7,26 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import NO_VERSIONS, Field, Message, Struct
+from ..schema import FRESH, NO_VERSIONS, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class SaslHandshakeRequest:
+class SaslHandshakeRequest(StructValue):
     """Kafka request SaslHandshakeRequest, API key 17: versions 0-1, flexible none."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('mechanism',)
     #: The SASL mechanism chosen by the client.
-    mechanism: str = ''
+    mechanism: str
+
+    def __init__(
+        self,
+        mechanism: str = '',
+    ) -> None:
+        self.mechanism = mechanism
 
 
 SaslHandshakeRequest.SPEC = Message(
@@ -36,16 +41,24 @@ SaslHandshakeRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class SaslHandshakeResponse:
+class SaslHandshakeResponse(StructValue):
     """Kafka response SaslHandshakeResponse, API key 17: versions 0-1, flexible none."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('error_code', 'mechanisms')
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The mechanisms enabled in the server.
-    mechanisms: list[str] = field(default_factory=list)
+    mechanisms: list[str]
+
+    def __init__(
+        self,
+        error_code: int = 0,
+        mechanisms: list[str] = FRESH,
+    ) -> None:
+        self.error_code = error_code
+        self.mechanisms = [] if mechanisms is FRESH else mechanisms
 
 
 SaslHandshakeResponse.SPEC = Message(

@@ -7,40 +7,65 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class SyncGroupRequest:
+class SyncGroupRequest(StructValue):
     """Kafka request SyncGroupRequest, API key 14: versions 0-5, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class SyncGroupRequestAssignment:
+    class SyncGroupRequestAssignment(StructValue):
+        __slots__ = ('member_id', 'assignment')
         #: The ID of the member to assign.
-        member_id: str = ''
+        member_id: str
         #: The member assignment.
-        assignment: bytes = b""
+        assignment: bytes
 
+        def __init__(
+            self,
+            member_id: str = '',
+            assignment: bytes = b"",
+        ) -> None:
+            self.member_id = member_id
+            self.assignment = assignment
+
+    __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'protocol_type', 'protocol_name', 'assignments')
     #: The unique group identifier.
-    group_id: str = ''
+    group_id: str
     #: The generation of the group.
-    generation_id: int = 0
+    generation_id: int
     #: The member ID assigned by the group.
-    member_id: str = ''
+    member_id: str
     #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
+    group_instance_id: str | None
     #: The group protocol type.
-    protocol_type: str | None = None
+    protocol_type: str | None
     #: The group protocol name.
-    protocol_name: str | None = None
+    protocol_name: str | None
     #: Each assignment.
-    assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] = field(default_factory=list)
+    assignments: list[SyncGroupRequest.SyncGroupRequestAssignment]
+
+    def __init__(
+        self,
+        group_id: str = '',
+        generation_id: int = 0,
+        member_id: str = '',
+        group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] = FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignments = [] if assignments is FRESH else assignments
 
 
 SyncGroupRequest.SPEC = Message(
@@ -64,23 +89,37 @@ SyncGroupRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class SyncGroupResponse:
+class SyncGroupResponse(StructValue):
     """Kafka response SyncGroupResponse, API key 14: versions 0-5, flexible 4+."""
 
     SPEC: ClassVar[Message]
 
+    __slots__ = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The error code, or 0 if there was no error.
-    error_code: int = 0
+    error_code: int
     #: The group protocol type.
-    protocol_type: str | None = None
+    protocol_type: str | None
     #: The group protocol name.
-    protocol_name: str | None = None
+    protocol_name: str | None
     #: The member assignment.
-    assignment: bytes = b""
+    assignment: bytes
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignment: bytes = b"",
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignment = assignment
 
 
 SyncGroupResponse.SPEC = Message(

@@ -7,53 +7,92 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class TxnOffsetCommitRequest:
+class TxnOffsetCommitRequest(StructValue):
     """Kafka request TxnOffsetCommitRequest, API key 28: versions 0-4, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class TxnOffsetCommitRequestTopic:
+    class TxnOffsetCommitRequestTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The partitions inside the topic that we want to commit offsets for.
-        partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = field(default_factory=list)
+        partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]
 
-    @dataclass(slots=True)
-    class TxnOffsetCommitRequestPartition:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class TxnOffsetCommitRequestPartition(StructValue):
+        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata')
         #: The index of the partition within the topic.
-        partition_index: int = 0
+        partition_index: int
         #: The message offset to be committed.
-        committed_offset: int = 0
+        committed_offset: int
         #: The leader epoch of the last consumed record.
-        committed_leader_epoch: int = -1
+        committed_leader_epoch: int
         #: Any associated metadata the client wants to keep.
-        committed_metadata: str | None = ''
+        committed_metadata: str | None
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            committed_offset: int = 0,
+            committed_leader_epoch: int = -1,
+            committed_metadata: str | None = '',
+        ) -> None:
+            self.partition_index = partition_index
+            self.committed_offset = committed_offset
+            self.committed_leader_epoch = committed_leader_epoch
+            self.committed_metadata = committed_metadata
+
+    __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics')
     #: The ID of the transaction.
-    transactional_id: str = ''
+    transactional_id: str
     #: The ID of the group.
-    group_id: str = ''
+    group_id: str
     #: The current producer ID in use by the transactional ID.
-    producer_id: int = 0
+    producer_id: int
     #: The current epoch associated with the producer ID.
-    producer_epoch: int = 0
+    producer_epoch: int
     #: The generation of the consumer.
-    generation_id: int = -1
+    generation_id: int
     #: The member ID assigned by the group coordinator.
-    member_id: str = ''
+    member_id: str
     #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
+    group_instance_id: str | None
     #: Each topic that we want to commit offsets for.
-    topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = field(default_factory=list)
+    topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic]
+
+    def __init__(
+        self,
+        transactional_id: str = '',
+        group_id: str = '',
+        producer_id: int = 0,
+        producer_epoch: int = 0,
+        generation_id: int = -1,
+        member_id: str = '',
+        group_instance_id: str | None = None,
+        topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = FRESH,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.group_id = group_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.topics = [] if topics is FRESH else topics
 
 
 TxnOffsetCommitRequest.SPEC = Message(
@@ -83,31 +122,55 @@ TxnOffsetCommitRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class TxnOffsetCommitResponse:
+class TxnOffsetCommitResponse(StructValue):
     """Kafka response TxnOffsetCommitResponse, API key 28: versions 0-4, flexible 3+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class TxnOffsetCommitResponseTopic:
+    class TxnOffsetCommitResponseTopic(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The responses for each partition in the topic.
-        partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = field(default_factory=list)
+        partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]
 
-    @dataclass(slots=True)
-    class TxnOffsetCommitResponsePartition:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class TxnOffsetCommitResponsePartition(StructValue):
+        __slots__ = ('partition_index', 'error_code')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+
+    __slots__ = ('throttle_time_ms', 'topics')
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or
     #: zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
+    throttle_time_ms: int
     #: The responses for each topic.
-    topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = field(default_factory=list)
+    topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic]
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is FRESH else topics
 
 
 TxnOffsetCommitResponse.SPEC = Message(

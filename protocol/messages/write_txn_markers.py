@@ -7,42 +7,69 @@ Do not edit by hand: change the generator and rerun it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..schema import Field, Message, Struct
+from ..schema import FRESH, Field, Message, Struct, StructValue
 from ..schema import Versions as V
 
 
-@dataclass(slots=True)
-class WriteTxnMarkersRequest:
+class WriteTxnMarkersRequest(StructValue):
     """Kafka request WriteTxnMarkersRequest, API key 27: versions 0-1, flexible 1+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class WritableTxnMarker:
+    class WritableTxnMarker(StructValue):
+        __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch')
         #: The current producer ID.
-        producer_id: int = 0
+        producer_id: int
         #: The current epoch associated with the producer ID.
-        producer_epoch: int = 0
+        producer_epoch: int
         #: The result of the transaction to write to the partitions (false = ABORT, true = COMMIT).
-        transaction_result: bool = False
+        transaction_result: bool
         #: Each topic that we want to write transaction marker(s) for.
-        topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = field(default_factory=list)
+        topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic]
         #: Epoch associated with the transaction state partition hosted by this transaction
         #: coordinator
-        coordinator_epoch: int = 0
+        coordinator_epoch: int
 
-    @dataclass(slots=True)
-    class WritableTxnMarkerTopic:
+        def __init__(
+            self,
+            producer_id: int = 0,
+            producer_epoch: int = 0,
+            transaction_result: bool = False,
+            topics: list[WriteTxnMarkersRequest.WritableTxnMarkerTopic] = FRESH,
+            coordinator_epoch: int = 0,
+        ) -> None:
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.transaction_result = transaction_result
+            self.topics = [] if topics is FRESH else topics
+            self.coordinator_epoch = coordinator_epoch
+
+    class WritableTxnMarkerTopic(StructValue):
+        __slots__ = ('name', 'partition_indexes')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The indexes of the partitions to write transaction markers for.
-        partition_indexes: list[int] = field(default_factory=list)
+        partition_indexes: list[int]
 
+        def __init__(
+            self,
+            name: str = '',
+            partition_indexes: list[int] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is FRESH else partition_indexes
+
+    __slots__ = ('markers',)
     #: The transaction markers to be written.
-    markers: list[WriteTxnMarkersRequest.WritableTxnMarker] = field(default_factory=list)
+    markers: list[WriteTxnMarkersRequest.WritableTxnMarker]
+
+    def __init__(
+        self,
+        markers: list[WriteTxnMarkersRequest.WritableTxnMarker] = FRESH,
+    ) -> None:
+        self.markers = [] if markers is FRESH else markers
 
 
 WriteTxnMarkersRequest.SPEC = Message(
@@ -66,35 +93,65 @@ WriteTxnMarkersRequest.SPEC = Message(
 )
 
 
-@dataclass(slots=True)
-class WriteTxnMarkersResponse:
+class WriteTxnMarkersResponse(StructValue):
     """Kafka response WriteTxnMarkersResponse, API key 27: versions 0-1, flexible 1+."""
 
     SPEC: ClassVar[Message]
 
-    @dataclass(slots=True)
-    class WritableTxnMarkerResult:
+    class WritableTxnMarkerResult(StructValue):
+        __slots__ = ('producer_id', 'topics')
         #: The current producer ID in use by the transactional ID.
-        producer_id: int = 0
+        producer_id: int
         #: The results by topic.
-        topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult] = field(default_factory=list)
+        topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult]
 
-    @dataclass(slots=True)
-    class WritableTxnMarkerTopicResult:
+        def __init__(
+            self,
+            producer_id: int = 0,
+            topics: list[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult] = FRESH,
+        ) -> None:
+            self.producer_id = producer_id
+            self.topics = [] if topics is FRESH else topics
+
+    class WritableTxnMarkerTopicResult(StructValue):
+        __slots__ = ('name', 'partitions')
         #: The topic name.
-        name: str = ''
+        name: str
         #: The results by partition.
-        partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = field(default_factory=list)
+        partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]
 
-    @dataclass(slots=True)
-    class WritableTxnMarkerPartitionResult:
+        def __init__(
+            self,
+            name: str = '',
+            partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult] = FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is FRESH else partitions
+
+    class WritableTxnMarkerPartitionResult(StructValue):
+        __slots__ = ('partition_index', 'error_code')
         #: The partition index.
-        partition_index: int = 0
+        partition_index: int
         #: The error code, or 0 if there was no error.
-        error_code: int = 0
+        error_code: int
 
+        def __init__(
+            self,
+            partition_index: int = 0,
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+
+    __slots__ = ('markers',)
     #: The results for writing makers.
-    markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = field(default_factory=list)
+    markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult]
+
+    def __init__(
+        self,
+        markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = FRESH,
+    ) -> None:
+        self.markers = [] if markers is FRESH else markers
 
 
 WriteTxnMarkersResponse.SPEC = Message(

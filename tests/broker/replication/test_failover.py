@@ -358,15 +358,16 @@ def test_a_new_leader_holds_off_list_offsets_until_its_high_watermark_is_known(
             assert leader.stop() == 0  # controlled shutdown: leadership moves to the running follower
             wait_for(lambda: partition_states(successor, "hw")[0][0] == controller, 30, "the new leader")
 
-            def latest(version: int) -> tuple[int, int]:
+            def latest(version: int, timestamp: int = -1) -> tuple[int, int]:
                 listed = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
                     name="hw", partitions=[ListOffsetsRequest.ListOffsetsPartition(
-                        partition_index=0, timestamp=-1, current_leader_epoch=-1)])])  # fmt: skip
+                        partition_index=0, timestamp=timestamp, current_leader_epoch=-1)])])  # fmt: skip
                 (answer,) = request(successor.address, listed, version).topics[0].partitions
                 return answer.error_code, answer.offset
 
             assert latest(5)[0] == ErrorCode.OFFSET_NOT_AVAILABLE
             assert latest(1)[0] == ErrorCode.LEADER_NOT_AVAILABLE
+            assert latest(5, timestamp=-2) == (0, 0)  # the log start does not wait (as in Kafka)
         finally:
             os.kill(paused.proc.pid, signal.SIGCONT)
         # The paused replica fetches from the new leader, and the high watermark reaches all 15.

@@ -32,6 +32,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.fixtures.zookeeper import ZooKeeperHandle
+from tributary.broker.log.checkpoint import RECOVERY_POINT_CHECKPOINT
 from tributary.testing.cluster import Cluster
 from tributary.testing.history import History, Verdict, read_partitions, wait_until_served
 
@@ -169,3 +170,46 @@ def test_which_power_cuts_lose_acknowledged_records(
         return
     assert verdict.ok, verdict
     assert verdict.acknowledged > 10_000
+
+
+def test_after_every_replica_crashed_the_high_watermark_returns_without_new_writes(
+    zookeeper: ZooKeeperHandle, tmp_path: Path
+) -> None:
+    """With high.watermark.fsync, a leader counts only what it has fsynced, and after an unclean
+    restart its recovered tail lies past its last checkpointed recovery point. It must fsync that
+    tail on taking leadership: when it waited for the next produce instead, a cluster whose every
+    replica crashed served nothing, and answered ListOffsets with OFFSET_NOT_AVAILABLE, until
+    some producer wrote again."""
+    settings = {**SETTINGS, "high.watermark.fsync": "true"}
+    with Cluster(zookeeper.hosts, tmp_path, 3, settings) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 3, 3)], operation_timeout=30)[TOPIC].result(timeout=30)
+        wait_for(lambda: fully_replicated(cluster, TOPIC), 30, "ISR of 3")
+        history = History()
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+        for _ in range(300):
+            sequence, value = history.next_value()
+
+            def delivered(err: KafkaError | None, msg: object, sequence: int = sequence) -> None:
+                assert err is None, err
+                history.acknowledge(sequence, msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+            producer.produce(TOPIC, value, on_delivery=delivered)
+        assert producer.flush(30) == 0
+        del producer  # nothing writes after the crash
+        for broker in cluster.brokers:
+            assert broker.proc is not None
+            broker.proc.kill()
+            broker.proc.wait()
+            # As if the crash came before the next recovery-point checkpoint (one a second):
+            # everything in the logs is then a recovered tail.
+            (broker.data_dir / RECOVERY_POINT_CHECKPOINT).unlink(missing_ok=True)
+        for broker in cluster.brokers:
+            broker.start()
+        for broker in cluster.brokers:
+            broker.wait_ready(expected_brokers=3)
+        wait_for(lambda: fully_replicated(cluster, TOPIC), 60, "leaders and ISR after the crash")
+        wait_until_served(cluster.bootstrap, TOPIC, history)
+        verdict = history.check(read_partitions(cluster.bootstrap, TOPIC))
+    assert verdict.ok, verdict
+    assert verdict.acknowledged == 300
