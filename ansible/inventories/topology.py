@@ -16,6 +16,13 @@ projects it onto hosts, so the inventory cannot drift from what `tributary up` r
   `broker_instances`, `mirror_instances`, `loader_jobs` (see each role's defaults/main.yml),
   and `tributary_datacenter`.
 
+Security (deploy/appliance/links.py and principals.py, the same functions `tributary up` uses):
+each broker item lists its cluster's listeners with their ports and what its TLS, SASL and
+authorizer settings are; each mirror item says how each side connects (the source over the
+cluster's remote listener when it is in another datacenter), each load item how it connects;
+and the host of each cluster's first broker gets `broker_cluster_principals`: the users and
+ACLs the broker role writes into the cluster's ZooKeeper before the brokers start.
+
 Placement: ZooKeeper servers and brokers run where the topology says; every instance of a
 mirror runs on its `host`, which is in the aggregate (target) cluster's datacenter (consume
 remotely, produce locally); each load runs on a broker host of the datacenter marked
@@ -44,6 +51,9 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 try:
+    from tributary.deploy.appliance.links import Link, load_datacenter, load_link, mirror_links
+    from tributary.deploy.appliance.principals import cluster_security
+    from tributary.deploy.appliance.security_files import uses_named_listeners
     from tributary.deploy.appliance.topology import Cluster, Topology, TopologyError, load_topology
 except ImportError as missing:  # Ansible ran us with a Python that lacks the package's dependencies.
     checkout_python = REPO_ROOT / ".venv" / "bin" / "python"
@@ -116,8 +126,50 @@ def _zookeeper_servers(topology: Topology, hosts: _Hosts) -> None:
             hosts.add(host, cluster.datacenter, "zookeeper", item, f"zookeeper of cluster '{cluster.name}'")
 
 
+def _link_security(topology: Topology, link: Link) -> dict[str, Any]:
+    """How a mirror side or a load connects: the listener's protocol, and the login on SASL."""
+    return {
+        "protocol": link.protocol,
+        "user": link.user if link.listener.sasl else None,
+        "mechanism": topology.security.sasl_mechanism if link.listener.sasl else None,
+    }
+
+
+def _broker_security(topology: Topology, cluster: Cluster) -> dict[str, Any]:
+    """What every broker of the cluster is configured with besides its topic defaults."""
+    plan = cluster_security(topology, cluster)
+    return {
+        "named_listeners": uses_named_listeners(cluster),
+        "tls": cluster.tls,
+        "sasl_mechanism": topology.security.sasl_mechanism if cluster.authenticates else None,
+        "inter_broker_user": plan.inter_broker_user,
+        "authorizer": plan.authorizer,
+        "super_users": list(plan.super_users),
+    }
+
+
+def _principals(topology: Topology, hosts: _Hosts) -> None:
+    """The users and ACLs of each cluster that authenticates, on its first broker's host."""
+    for cluster in topology.clusters.values():
+        plan = cluster_security(topology, cluster)
+        if not plan.users:
+            continue
+        item = {
+            "cluster": cluster.name,
+            "zookeeper": cluster.zookeeper_connect,
+            "zookeeper_servers": list(cluster.zookeeper.servers),
+            "mechanism": plan.mechanism,
+            "users": list(plan.users),
+            # Each: the options of one `tributary acls add` (kafka-acls').
+            "grants": [grant.acls_arguments() for grant in plan.grants],
+        }
+        first = cluster.brokers[0].host
+        hosts.variables.setdefault(first, {}).setdefault("broker_cluster_principals", []).append(item)
+
+
 def _brokers(topology: Topology, hosts: _Hosts) -> None:
     for cluster in topology.clusters.values():
+        security = _broker_security(topology, cluster)
         for broker in cluster.brokers:
             item: dict[str, Any] = {
                 "cluster": cluster.name,
@@ -129,6 +181,12 @@ def _brokers(topology: Topology, hosts: _Hosts) -> None:
                 "zookeeper": cluster.zookeeper_connect,
                 "metrics_port": broker.metrics_port,
                 "settings": dict(cluster.topic_defaults),
+                # The first is the local listener, on `port` (replication and local clients).
+                "listeners": [
+                    {"name": x.name, "protocol": x.protocol, "port": broker.ports.get(x.name, broker.port)}
+                    for x in cluster.listeners
+                ],
+                **security,
             }
             hosts.add(broker.host, cluster.datacenter, "broker", item, f"broker {broker.id} of '{cluster.name}'")
 
@@ -137,12 +195,17 @@ def _mirrors(topology: Topology, hosts: _Hosts) -> None:
     for mirror in topology.mirrors.values():
         target = topology.clusters[mirror.target]
         ports = mirror.metrics_ports()
+        source_link, target_link = mirror_links(topology, mirror)
         for index in range(mirror.instances):
             item = {
                 "alias": mirror.alias,
                 "index": index + 1,
-                "source": topology.clusters[mirror.source].bootstrap,
-                "target": target.bootstrap,
+                "host": mirror.host,
+                # The source across datacenters on its remote listener, the target locally.
+                "source": source_link.bootstrap,
+                "target": target_link.bootstrap,
+                "source_security": _link_security(topology, source_link),
+                "target_security": _link_security(topology, target_link),
                 "topics": mirror.topics,
                 "exclude": mirror.exclude,
                 "group": mirror.group,
@@ -153,9 +216,8 @@ def _mirrors(topology: Topology, hosts: _Hosts) -> None:
             hosts.add(mirror.host, target.datacenter, "mirror", item, f"mirror '{mirror.alias}'")
 
 
-def _load_host(topology: Topology, cluster: Cluster) -> tuple[str, str]:
+def _load_host(topology: Topology, cluster: Cluster, datacenter: str) -> tuple[str, str]:
     """The host and datacenter a load runs in: where Hadoop is reachable."""
-    datacenter = topology.hadoop_datacenter or cluster.datacenter
     candidates = [cluster] if cluster.datacenter == datacenter else topology.clusters_in(datacenter)
     if not candidates:
         raise InventoryError(
@@ -168,11 +230,13 @@ def _load_host(topology: Topology, cluster: Cluster) -> tuple[str, str]:
 def _loads(topology: Topology, hosts: _Hosts) -> None:
     for load in topology.loads.values():
         cluster = topology.clusters[load.cluster]
-        host, datacenter = _load_host(topology, cluster)
+        host, datacenter = _load_host(topology, cluster, load_datacenter(topology, load))
+        link = load_link(topology, load)
         item = {
             "name": load.name,
             "cluster": load.cluster,
-            "bootstrap": cluster.bootstrap,
+            "bootstrap": link.bootstrap,
+            "security": _link_security(topology, link),
             "output": load.output,
             "schedule": load.schedule,
             "master": load.master,
@@ -194,6 +258,7 @@ def build_inventory(topology: Topology) -> dict[str, Any]:
     hosts = _Hosts()
     _zookeeper_servers(topology, hosts)
     _brokers(topology, hosts)
+    _principals(topology, hosts)
     _mirrors(topology, hosts)
     _loads(topology, hosts)
 

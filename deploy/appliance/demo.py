@@ -31,16 +31,19 @@ import trio
 
 from tributary.broker.log.manager import partition_dir_name
 from tributary.client.admin.admin import Admin
+from tributary.client.config import ClientConfig
 from tributary.client.errors import KafkaError
 from tributary.client.producer.producer import Producer
 from tributary.client.wire.cluster import Cluster as ClientCluster
 from tributary.deploy.appliance.activity import TOPICS, ActivityStream
 from tributary.deploy.appliance.launcher import Appliance
+from tributary.deploy.appliance.links import links, load_link
 from tributary.deploy.appliance.memory import tree_rss
 from tributary.deploy.appliance.probe import ProbeError, scrape, split_address
+from tributary.deploy.appliance.security_files import SecurityFiles, client_settings, tool_security, write_properties
 from tributary.deploy.appliance.status import MirrorStatus, mirror_numbers, topic_records
 from tributary.deploy.appliance.supervisor import describe_returncode
-from tributary.deploy.appliance.topology import Load, Topology
+from tributary.deploy.appliance.topology import Cluster, Load, Topology
 from tributary.deploy.appliance.warehouse import WarehouseCount, count_warehouse
 from tributary.deploy.audit.collect import collect as collect_audit
 from tributary.deploy.audit.model import Row as AuditRow
@@ -79,6 +82,20 @@ class Produced:
 
 
 @dataclass
+class LinkUse:
+    """One link of the appliance and what ran over it, for the summary."""
+
+    client: str
+    cluster: str
+    listener: str
+    protocol: str
+    cross_datacenter: bool
+    #: Successful logins on the listener (every broker of its cluster), by mechanism: what the
+    #: brokers' metrics count, so proof that the link did authenticate.
+    logins: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class Report:
     """Everything the summary prints."""
 
@@ -99,6 +116,7 @@ class Report:
     #: The audit's rows (per topic and hour, every stage) and its window, in ms.
     audit: list[AuditRow] = field(default_factory=list)
     audit_window: tuple[int, int] = (0, 0)
+    links: list[LinkUse] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     def streams(self) -> list[tuple[str, str]]:
@@ -163,6 +181,20 @@ def render(report: Report) -> str:
     lines.append(f"  mirrored between DCs        {_mb(copied):>12}")
     if report.loader_bytes:
         lines.append(f"  Parquet (zstd) in Hadoop    {_mb(report.loader_bytes):>12}")
+    if report.links:
+        lines += ["", "links (each over the protocol of its listener)"]
+        rows = [
+            (
+                link.client,
+                f"{link.cluster} {link.listener}",
+                link.protocol,
+                "cross-datacenter" if link.cross_datacenter else "local",
+                ", ".join(f"{count:,} {mechanism} logins" for mechanism, count in sorted(link.logins.items())),
+            )
+            for link in report.links
+        ]
+        table = render_table(("link", "listener", "protocol", "", "logins the brokers counted"), rows)
+        lines += ["  " + line for line in table.splitlines()]
     lines += ["", "mirror lag"]
     for alias, mirror in report.mirrors.items():
         lag_records = "?" if mirror.lag_records is None else f"{mirror.lag_records:,.0f}"
@@ -272,7 +304,7 @@ class Demo:
             nursery.start_soon(self._progress, progress, "producing", self._production_line)
             async with trio.open_nursery() as producers:
                 for alias, cluster in sources.items():
-                    producers.start_soon(self._produce, alias, cluster.bootstrap, cluster.datacenter)
+                    producers.start_soon(self._produce, alias, cluster)
             progress.cancel()
         self._phase("produce", started)
         self._produced_at = time.monotonic()
@@ -294,27 +326,37 @@ class Demo:
                 await trio.sleep(2.0)
                 self.say(f"   {what}: {line()}")
 
-    async def _produce(self, alias: str, bootstrap: str, datacenter: str) -> None:
-        try:
-            await self._create_topics(bootstrap)
-            await self._produce_into(alias, bootstrap, datacenter)
-        except KafkaError as exc:
-            raise DemoError(f"producing into {alias} ({bootstrap}): {exc}") from None
+    def _client_config(self, cluster: Cluster) -> ClientConfig:
+        """How the demo, an application of the cluster's datacenter, connects: on the local
+        listener (logged in as the admin user where that listener authenticates)."""
+        return ClientConfig(security=tool_security(self.topology, cluster))
 
-    @staticmethod
-    async def _create_topics(bootstrap: str) -> None:
+    async def _produce(self, alias: str, cluster: Cluster) -> None:
+        try:
+            await self._create_topics(cluster)
+            await self._produce_into(alias, cluster)
+        except KafkaError as exc:
+            raise DemoError(f"producing into {alias} ({cluster.bootstrap}): {exc}") from None
+
+    async def _create_topics(self, cluster: Cluster) -> None:
         """As an operator would: the topics exist before applications write (partitions: the cluster's default)."""
-        async with ClientCluster(bootstrap) as cluster:
-            admin = Admin(cluster)
+        async with ClientCluster(cluster.bootstrap, self._client_config(cluster)) as client:
+            admin = Admin(client)
             for topic in TOPICS:
                 await admin.create_topic(topic, exist_ok=True, timeout=30.0)
 
-    async def _produce_into(self, alias: str, bootstrap: str, datacenter: str) -> None:
+    async def _produce_into(self, alias: str, cluster: Cluster) -> None:
         produced = self.report.produced[alias]
-        stream = ActivityStream(datacenter)
+        stream = ActivityStream(cluster.datacenter)
         pending: deque[tuple[str, int, Any]] = deque()
         # Big batches compress best; linger lets them fill.
-        async with Producer(bootstrap, linger_ms=20, batch_bytes=512 * 1024, compression="zstd") as producer:
+        async with Producer(
+            cluster.bootstrap,
+            client_config=self._client_config(cluster),
+            linger_ms=20,
+            batch_bytes=512 * 1024,
+            compression="zstd",
+        ) as producer:
             for event in stream.events(self.events):
                 handle = await producer.enqueue(event.topic, event.value, key=event.key)
                 pending.append((event.topic, len(event.key) + len(event.value), handle))
@@ -335,7 +377,9 @@ class Demo:
     async def _aggregate_counts(self) -> dict[tuple[str, str], int]:
         aggregate = self.topology.clusters[self.load.cluster]
         counts: dict[tuple[str, str], int] = {}
-        for topic in await topic_records(aggregate.bootstrap, timeout=5.0):
+        for topic in await topic_records(
+            aggregate.bootstrap, timeout=5.0, security=tool_security(self.topology, aggregate)
+        ):
             alias, dot, source_topic = topic.name.partition(".")
             if dot and alias in self.report.sources:
                 counts[(alias, source_topic)] = topic.records or 0
@@ -378,18 +422,23 @@ class Demo:
 
     async def _load(self) -> None:
         load = self.load
-        aggregate = self.topology.clusters[load.cluster]
+        link = load_link(self.topology, load)
         load.summary_json.parent.mkdir(parents=True, exist_ok=True)
         load.metrics_file.parent.mkdir(parents=True, exist_ok=True)
         argv = [
             sys.executable, "-m", "tributary.deploy.cli", "load",
-            "--bootstrap", aggregate.bootstrap,
+            "--bootstrap", link.bootstrap,
             "--output", load.output,
             "--topics", load.topics,
             "--master", load.master,
             "--summary-json", str(load.summary_json),
             "--metrics-file", str(load.metrics_file),
         ]  # fmt: skip
+        files = SecurityFiles.of(self.topology)
+        settings = client_settings(self.topology, files, link.listener, link.user)
+        if settings:
+            # The load's TLS and login, as its systemd unit would have them (Ansible).
+            argv += ["--command-config", str(write_properties(files.client_config(f"load-{load.name}"), settings))]
         log_path = self.topology.run_dir / "logs" / "load.log"
         self.say(f"== 4/6 loading the aggregate into {load.output} (Spark {load.master}; log {log_path})")
         started = time.monotonic()
@@ -433,7 +482,10 @@ class Demo:
     async def _count(self) -> None:
         self.say("== 5/6 counting records at the source, in the aggregate and in Hadoop, and auditing them per hour")
         for alias, source in self.report.sources.items():
-            for topic in await topic_records(self.topology.clusters[source].bootstrap, timeout=5.0):
+            cluster = self.topology.clusters[source]
+            for topic in await topic_records(
+                cluster.bootstrap, timeout=5.0, security=tool_security(self.topology, cluster)
+            ):
                 if topic.name in TOPICS:
                     self.report.source_records[(alias, topic.name)] = topic.records or 0
         self.report.aggregate_records = await self._aggregate_counts()
@@ -452,9 +504,40 @@ class Demo:
         self.report.source_disk_bytes = self._disk_bytes(
             [self.topology.clusters[s] for s in self.report.sources.values()], TOPICS
         )
+        self.report.links = await self._links()
         self.report.aggregate_disk_bytes = self._disk_bytes(
             [self.topology.clusters[self.load.cluster]], [f"{a}.{t}" for a, t in self.report.streams()]
         )
+
+    async def _links(self) -> list[LinkUse]:
+        """Every link with its protocol, and the logins its listener counted (brokers' metrics)."""
+        used = []
+        for link in links(self.topology):
+            use = LinkUse(link.client, link.cluster.name, link.listener.name, link.protocol, link.cross_datacenter)
+            if link.listener.sasl:
+                use.logins = await self._logins(link.cluster, link.listener.name)
+            used.append(use)
+        return used
+
+    @staticmethod
+    async def _logins(cluster: Cluster, listener: str) -> dict[str, int]:
+        """Successful logins on ``listener`` by mechanism, summed over the brokers whose metrics
+        answer (a broker without a metrics port is not counted)."""
+        logins: dict[str, int] = {}
+        for broker in cluster.brokers:
+            if broker.metrics_port is None:
+                continue
+            try:
+                samples = await scrape(broker.host, broker.metrics_port)
+            except ProbeError:
+                continue
+            for sample in samples:
+                if sample.name == "tributary_broker_successful_authentication_total" and (
+                    sample.labels.get("listener") == listener
+                ):
+                    mechanism = sample.labels.get("mechanism", "?")
+                    logins[mechanism] = logins.get(mechanism, 0) + int(sample.value)
+        return logins
 
     @staticmethod
     def _disk_bytes(clusters: Iterable[Any], topics: Iterable[str]) -> int:

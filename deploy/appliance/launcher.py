@@ -3,7 +3,9 @@
 `Appliance.run` starts, in tiers, waiting for each before the next:
 
 1. one ZooKeeper server per datacenter (Debian's package, standalone), then the
-   clusters' chroots in it;
+   clusters' chroots in it, and the users and ACLs of every cluster that authenticates
+   (principals.py; the CA, certificates and passwords are under ``<run_dir>/security``,
+   security_files.py);
 2. every broker (`tributary broker ...`), until every cluster answers: each broker
    returns Metadata listing all of its cluster's brokers and a controller;
 3. every mirror instance (`tributary mirror ...`), until its metrics endpoint answers.
@@ -41,10 +43,18 @@ import trio
 from tributary.broker.cluster import zk_paths
 from tributary.broker.cluster.errors import ClusterError
 from tributary.broker.cluster.session import ChangeNotifier, ZkSession
+from tributary.broker.security.acl_store import ZkAclStore
+from tributary.deploy.appliance import security_files
+from tributary.deploy.appliance.links import mirror_links
+from tributary.deploy.appliance.principals import cluster_security
 from tributary.deploy.appliance.probe import ProbeError, cluster_ready, scrape, split_address, zookeeper_ok
+from tributary.deploy.appliance.security_files import SecurityFiles, broker_settings, client_settings, tool_security
 from tributary.deploy.appliance.supervisor import Backoff, ChildSpec, Event, State, Supervisor
 from tributary.deploy.appliance.topology import Broker, Cluster, Mirror, Topology
+from tributary.deploy.errors import operator_errors
 from tributary.deploy.tables import render_table
+from tributary.deploy.zookeeper_users import ensure_user
+from tributary.protocol.acl import AclBinding
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
@@ -86,6 +96,8 @@ class Component:
     detail: str = ""
     # Config files the child reads: written by Appliance.run (planning touches no disk).
     files: tuple[tuple[Path, str], ...] = ()
+    # The addresses of a broker's other listeners (checked free before starting, as ``listens``).
+    other_listens: tuple[str, ...] = ()
 
 
 def _log_path(run_dir: Path, name: str) -> Path:
@@ -149,11 +161,16 @@ def zookeeper_components(topology: Topology) -> list[Component]:
 def broker_component(topology: Topology, cluster: Cluster, broker: Broker) -> Component:
     name = f"broker/{cluster.name}/{broker.id}"
     config = topology.run_dir / "config" / f"broker-{cluster.name}-{broker.id}.toml"
-    text = "".join(f'"{k}" = {_toml_value(v)}\n' for k, v in cluster.topic_defaults.items())
+    # Listeners, TLS, SASL and the authorizer (none for a cluster with the one default listener,
+    # which is given as --listen, as before listeners had names).
+    secured = broker_settings(topology, cluster, broker)
+    settings = {**cluster.topic_defaults, **secured}
+    text = "".join(f'"{k}" = {_toml_value(v)}\n' for k, v in settings.items())
+    listen = [] if secured else ["--listen", broker.address]
     argv = _tributary(
         "broker",
         "--id", str(broker.id),
-        "--listen", broker.address,
+        *listen,
         "--data-dir", str(broker.data_dir),
         "--zookeeper", cluster.zookeeper_connect,
         "--datacenter", cluster.datacenter,
@@ -165,15 +182,30 @@ def broker_component(topology: Topology, cluster: Cluster, broker: Broker) -> Co
         argv += ["--metrics-port", str(broker.metrics_port), "--metrics-host", broker.host]
         metrics = f"{broker.host}:{broker.metrics_port}"
     spec = ChildSpec(name, argv, _log_path(topology.run_dir, name), env=_child_env())
+    others = [listener for listener in cluster.listeners[1:]]
+    detail = f"datacenter {cluster.datacenter}"
+    if secured:
+        detail += "; " + ", ".join(f"{x.name} {x.protocol} {broker.address_on(x.name)}" for x in cluster.listeners)
     return Component(
-        "broker", name, broker.address, metrics, spec, f"datacenter {cluster.datacenter}", ((config, text),)
-    )
+        "broker", name, broker.address, metrics, spec, detail, ((config, text),),
+        tuple(broker.address_on(x.name) for x in others),
+    )  # fmt: skip
 
 
 def mirror_components(topology: Topology, mirror: Mirror) -> list[Component]:
-    source, target = topology.clusters[mirror.source], topology.clusters[mirror.target]
     components = []
     ports: Sequence[int | None] = mirror.metrics_ports() or [None] * mirror.instances
+    source, target = mirror_links(topology, mirror)
+    files = SecurityFiles.of(topology)
+    # Each side's client settings (Kafka's names), for --source- and --target-command-config.
+    configs: list[tuple[Path, str]] = []
+    security_args: list[str] = []
+    for side, link in (("source", source), ("target", target)):
+        settings = client_settings(topology, files, link.listener, link.user)
+        if settings:
+            path = files.client_config(f"mirror-{mirror.alias}-{side}")
+            configs.append((path, "".join(f"{key}={value}\n" for key, value in settings.items())))
+            security_args += [f"--{side}-command-config", str(path)]
     for instance, port in enumerate(ports, start=1):
         name = f"mirror/{mirror.alias}" + (f"/{instance}" if mirror.instances > 1 else "")
         argv = _tributary(
@@ -183,6 +215,7 @@ def mirror_components(topology: Topology, mirror: Mirror) -> list[Component]:
             "--target", target.bootstrap,
             "--topics", mirror.topics,
             "--group", mirror.group,
+            *security_args,
         )  # fmt: skip
         if mirror.exclude:
             argv += ["--exclude", mirror.exclude]
@@ -195,8 +228,8 @@ def mirror_components(topology: Topology, mirror: Mirror) -> list[Component]:
             argv += ["--metrics-port", str(port), "--metrics-host", mirror.host]
             metrics = f"{mirror.host}:{port}"
         spec = ChildSpec(name, argv, _log_path(topology.run_dir, name), env=_child_env())
-        detail = f"{mirror.source} -> {mirror.target} as {mirror.alias}.<topic>"
-        components.append(Component("mirror", name, "", metrics, spec, detail))
+        detail = f"{mirror.source} -> {mirror.target} as {mirror.alias}.<topic>; source {source.protocol}"
+        components.append(Component("mirror", name, "", metrics, spec, detail, tuple(configs)))
     return components
 
 
@@ -214,6 +247,8 @@ def _addresses_to_bind(components: Sequence[Component]) -> Iterator[tuple[str, s
     for c in components:
         if c.listens:
             yield c.listens, c.name
+        for address in c.other_listens:
+            yield address, c.name
         if c.metrics:
             yield c.metrics, f"{c.name} metrics"
 
@@ -260,6 +295,17 @@ def describe(components: Sequence[Component], supervisor: Supervisor | None = No
         pid = str(child.pid) if child and child.pid else "-"
         rows.append((c.name, c.listens or "-", c.metrics or "-", pid, str(c.spec.log_path), c.detail))
     return render_table(("component", "listens", "metrics", "pid", "log", ""), rows)
+
+
+async def _create_acls(connect: str, bindings: Sequence[AclBinding]) -> list[str]:
+    """Add ``bindings`` to the ACLs in ZooKeeper at ``connect`` (those there already stay as
+    they are); why any could not be written."""
+    store = ZkAclStore(connect, connect_timeout=10.0, reconnect_max_delay=1.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        errors = [e for e in await store.create(bindings) if e is not None]
+        nursery.cancel_scope.cancel()
+    return errors
 
 
 class Appliance:
@@ -327,9 +373,13 @@ class Appliance:
             raise ApplianceError("java is not on PATH: ZooKeeper needs a JRE (scripts/setup.sh)")
         self._lock_run_dir()
         check_addresses_free(self.components)
+        security_files.prepare(self.topology)
         for component in self.components:
             for path, text in component.files:
                 path.parent.mkdir(parents=True, exist_ok=True)
+                # Client settings name password files only, yet keep them to their owner.
+                path.unlink(missing_ok=True)
+                path.touch(mode=0o600)
                 path.write_text(text)
         for cluster in self.topology.clusters.values():
             cluster.zookeeper.data_dir.mkdir(parents=True, exist_ok=True)
@@ -364,6 +414,7 @@ class Appliance:
             self.supervisor.add(component.spec)
         await self._wait("ZooKeeper", self._of_kind("zookeeper"), self._zookeepers_ready)
         await self._create_chroots()
+        await self._create_principals()
         for component in self._of_kind("broker"):
             self.supervisor.add(self._with_registration_wait(component))
         await self._wait("brokers", self._of_kind("broker"), self._clusters_ready)
@@ -410,7 +461,7 @@ class Appliance:
 
     async def _clusters_ready(self) -> None:
         for cluster in self.topology.clusters.values():
-            await cluster_ready(b.address for b in cluster.brokers)
+            await cluster_ready((b.address for b in cluster.brokers), security=tool_security(self.topology, cluster))
 
     async def _mirrors_ready(self) -> None:
         for component in self._of_kind("mirror"):
@@ -431,6 +482,36 @@ class Appliance:
                 raise ApplianceError(f"cluster '{cluster.name}': cannot create its ZooKeeper chroot: {exc}") from None
             finally:
                 await session.close()
+
+    async def _create_principals(self) -> None:
+        """Every cluster's users and ACLs, in its ZooKeeper, before its brokers start (the brokers
+        log in to each other as their user; the authorizer denies what no ACL allows). Run on
+        every start: users whose password did not change and ACLs already there stay as they are."""
+        files = SecurityFiles.of(self.topology)
+        started = time.monotonic()
+        done = 0
+        for cluster in self.topology.clusters.values():
+            plan = cluster_security(self.topology, cluster)
+            if not plan.users:
+                continue
+            connect = cluster.zookeeper_connect
+            for user in plan.users:
+                password = security_files.password_of(files, user)
+                await trio.to_thread.run_sync(ensure_user, connect, user, plan.mechanism, password)
+            if plan.grants:
+                try:
+                    errors = await _create_acls(connect, plan.bindings)
+                except (ClusterError, BaseExceptionGroup) as exc:
+                    found = operator_errors(exc, (ClusterError,))
+                    if found is None:
+                        raise
+                    raise ApplianceError(f"cluster '{cluster.name}': cannot write its ACLs: {found[0]}") from None
+                if errors:
+                    raise ApplianceError(f"cluster '{cluster.name}': cannot write its ACLs: {errors[0]}")
+            done += 1
+        if done:
+            seconds = time.monotonic() - started
+            self._say(f"{time.strftime('%H:%M:%S')} users and ACLs of {done} clusters ready ({seconds:.1f} s)")
 
     def _with_registration_wait(self, component: Component) -> ChildSpec:
         cluster_name, broker_id = component.name.split("/")[1:]

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tributary.client.config import ClientConfig
 from tributary.client.errors import KafkaError
+from tributary.client.security.settings import PLAINTEXT, SecurityConfig
 from tributary.client.wire.connection import connect
 from tributary.client.wire.metadata import ClusterMetadata
 from tributary.protocol.messages import MetadataRequest
@@ -30,9 +31,13 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def broker_metadata(host: str, port: int, timeout: float = 3.0) -> ClusterMetadata:
-    """The cluster as this broker sees it (all topics)."""
-    config = ClientConfig(connect_timeout=timeout, request_timeout=timeout, client_id="tributary-probe")
+async def broker_metadata(
+    host: str, port: int, timeout: float = 3.0, *, security: SecurityConfig = PLAINTEXT
+) -> ClusterMetadata:
+    """The cluster as this broker sees it (all topics), asked with ``security``'s TLS and login."""
+    config = ClientConfig(
+        connect_timeout=timeout, request_timeout=timeout, client_id="tributary-probe", security=security
+    )
     try:
         with trio.fail_after(timeout * 2):
             async with connect(host, port, config=config) as conn:
@@ -44,13 +49,15 @@ async def broker_metadata(host: str, port: int, timeout: float = 3.0) -> Cluster
     return ClusterMetadata.from_response(response)
 
 
-async def cluster_ready(addresses: Iterable[str], timeout: float = 3.0) -> None:
+async def cluster_ready(
+    addresses: Iterable[str], timeout: float = 3.0, *, security: SecurityConfig = PLAINTEXT
+) -> None:
     """Whether every broker answers Metadata listing all of them and a controller.
 
     That is what clients need before they can create topics and produce."""
     addresses = list(addresses)
     for address in addresses:
-        metadata = await broker_metadata(*split_address(address), timeout=timeout)
+        metadata = await broker_metadata(*split_address(address), timeout=timeout, security=security)
         if len(metadata.brokers) < len(addresses):
             raise ProbeError(f"{address} sees {len(metadata.brokers)} of {len(addresses)} brokers")
         if metadata.controller_id is None or metadata.controller_id < 0:

@@ -1,9 +1,11 @@
 """What is up in a topology, asked of the components themselves (no state of `tributary up` needed).
 
 - ZooKeeper servers: ``ruok``.
-- Brokers: Metadata from each; the cluster's topics, partitions and records (end minus start
-  offsets, from ListOffsets) from whichever broker answers, and which partitions are
-  under-replicated (ISR smaller than the replicas) or offline (no live leader: counts as down).
+- Brokers: Metadata from each, on the cluster's local listener (logged in as the admin user
+  when that listener authenticates: security_files.tool_security); the cluster's topics,
+  partitions and records (end minus start offsets, from ListOffsets) from whichever broker
+  answers, and which partitions are under-replicated (ISR smaller than the replicas) or offline
+  (no live leader: counts as down).
 - Mirrors: their Prometheus endpoints (lag in records and seconds, records copied, links).
 - Loads: the loader's metrics file (node_exporter textfile format) named by the topology.
 
@@ -22,6 +24,7 @@ import trio
 from tributary.client.admin.admin import Admin
 from tributary.client.config import ClientConfig
 from tributary.client.errors import KafkaError
+from tributary.client.security.settings import PLAINTEXT, SecurityConfig, SecuritySettingsError
 from tributary.client.wire.cluster import Cluster as ClientCluster
 from tributary.client.wire.metadata import TopicPartition
 from tributary.deploy.appliance.probe import (
@@ -35,6 +38,7 @@ from tributary.deploy.appliance.probe import (
     total,
 )
 from tributary.deploy.appliance.probe import zookeeper_ok as probe_zookeeper
+from tributary.deploy.appliance.security_files import tool_security
 from tributary.deploy.appliance.topology import Cluster, Load, Mirror, Topology
 
 
@@ -143,9 +147,13 @@ async def _check_endpoint(endpoint: Endpoint, check: Any) -> None:
         endpoint.up = True
 
 
-async def topic_records(bootstrap: str, timeout: float = 5.0, *, internal: bool = False) -> list[TopicStatus]:
+async def topic_records(
+    bootstrap: str, timeout: float = 5.0, *, internal: bool = False, security: SecurityConfig = PLAINTEXT
+) -> list[TopicStatus]:
     """Topics of a cluster with partition counts and records held (end minus start offsets)."""
-    config = ClientConfig(connect_timeout=timeout, request_timeout=timeout, api_timeout=timeout, client_id="tributary")
+    config = ClientConfig(
+        connect_timeout=timeout, request_timeout=timeout, api_timeout=timeout, client_id="tributary", security=security
+    )
     with trio.fail_after(timeout * 3):
         async with ClientCluster(bootstrap, config) as client:
             admin = Admin(client)
@@ -167,14 +175,15 @@ async def topic_records(bootstrap: str, timeout: float = 5.0, *, internal: bool 
     ]
 
 
-async def cluster_status(cluster: Cluster, timeout: float) -> ClusterStatus:
+async def cluster_status(cluster: Cluster, timeout: float, security: SecurityConfig = PLAINTEXT) -> ClusterStatus:
+    """Asked on the cluster's local listener, with ``security``'s TLS and login."""
     status = ClusterStatus(cluster.name, cluster.datacenter)
     status.zookeeper = [Endpoint(f"zookeeper {s}", s) for s in cluster.zookeeper.servers]
     status.brokers = [Endpoint(f"broker {b.id}", b.address) for b in cluster.brokers]
     controllers: list[int] = []
 
     async def check_broker(host: str, port: int) -> None:
-        metadata = await broker_metadata(host, port, timeout)
+        metadata = await broker_metadata(host, port, timeout, security=security)
         if metadata.controller_id is not None and metadata.controller_id >= 0:
             controllers.append(metadata.controller_id)
 
@@ -190,7 +199,7 @@ async def cluster_status(cluster: Cluster, timeout: float) -> ClusterStatus:
     if any(b.up for b in status.brokers):
         try:
             status.topics = await topic_records(
-                ",".join(b.address for b in status.brokers if b.up), timeout, internal=False
+                ",".join(b.address for b in status.brokers if b.up), timeout, internal=False, security=security
             )
         except (KafkaError, OSError, trio.TooSlowError) as exc:
             status.error = f"topics: {exc or type(exc).__name__}"
@@ -287,7 +296,16 @@ async def collect(topology: Topology, timeout: float = 3.0) -> Status:
     mirrors: dict[str, MirrorStatus] = {}
 
     async def one_cluster(cluster: Cluster) -> None:
-        clusters[cluster.name] = await cluster_status(cluster, timeout)
+        try:
+            security = tool_security(topology, cluster)
+        except SecuritySettingsError as exc:
+            # The local listener logs clients in and this run directory has no admin password
+            # (an appliance `tributary up` did not start): say so rather than probe in vain.
+            status = ClusterStatus(cluster.name, cluster.datacenter, error=f"cannot log in as admin: {exc}")
+            status.brokers = [Endpoint(f"broker {b.id}", b.address, error=status.error) for b in cluster.brokers]
+            clusters[cluster.name] = status
+            return
+        clusters[cluster.name] = await cluster_status(cluster, timeout, security)
 
     async def one_mirror(mirror: Mirror) -> None:
         mirrors[mirror.alias] = await mirror_status(mirror, timeout)

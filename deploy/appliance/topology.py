@@ -1,9 +1,11 @@
 """The topology file: the whole appliance described once, in TOML.
 
     [datacenters.<name>]      hadoop = true marks the one that hosts Hadoop access (runs the loads)
-    [clusters.<name>]         datacenter, zookeeper = {servers, chroot, data_dir}, topic_defaults, brokers = [...]
+    [clusters.<name>]         datacenter, zookeeper = {servers, chroot, data_dir}, topic_defaults,
+                              listeners = {NAME = PROTOCOL, ...}, remote_listener, brokers = [...]
     [mirrors.<alias>]         source, target, topics, exclude, group, metrics_port, instances, host
     [loads.<name>]            cluster, output, schedule, master, topics, metrics_file
+    [security]                sasl_mechanism, authorizer: how the appliance's own components log in
     [local]                   run_dir: where `tributary up` keeps data and logs by default
 
 The same file drives `tributary up` (everything on one machine), `tributary status`
@@ -12,6 +14,12 @@ it completely and raises `TopologyError` naming the offending key and its line:
 "mirror 'west' names unknown cluster 'wst' (line 41)". Relative paths resolve
 against the file's directory; data directories left out go under the run directory.
 docs/deploy.md is the reference for every key.
+
+Listeners: a cluster without ``listeners`` has one, ``PLAINTEXT``, on each broker's ``port``, as
+before security existed. The first listener is the *local* one (on ``port``): clients in the
+cluster's own datacenter and the brokers' replication use it. ``remote_listener`` (by default the
+first SASL_SSL listener, else the local one) is what clients in other datacenters use: the
+mirrors' source side. Which link uses which listener is deploy/appliance/links.py's to say.
 """
 
 from __future__ import annotations
@@ -56,6 +64,32 @@ class ZooKeeper:
         return ",".join(self.servers) + self.chroot
 
 
+#: Kafka's security protocols (``listener.security.protocol.map`` values).
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: The SASL mechanisms the appliance's own components can log in with (users get SCRAM
+#: credentials either way: the brokers check PLAIN passwords against them).
+SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
+#: Without a ``listeners`` table a cluster has this one, as before listeners could be named.
+DEFAULT_LISTENER = "PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A named listener of every broker of a cluster (Kafka's ``NAME://host:port``)."""
+
+    name: str  # upper case, as Kafka compares listener names
+    protocol: str  # one of PROTOCOLS
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        """Whether a client must log in (else it is User:ANONYMOUS)."""
+        return self.protocol.startswith("SASL_")
+
+
 @dataclass(frozen=True)
 class Broker:
     id: int
@@ -63,10 +97,16 @@ class Broker:
     port: int
     data_dir: Path
     metrics_port: int | None = None
+    #: Listener name -> port, every listener of the cluster (the first one's is ``port``).
+    ports: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def address(self) -> str:
+        """Where the broker serves its cluster's local (first) listener."""
         return f"{self.host}:{self.port}"
+
+    def address_on(self, listener: str) -> str:
+        return f"{self.host}:{self.ports.get(listener, self.port)}"
 
 
 @dataclass(frozen=True)
@@ -76,10 +116,35 @@ class Cluster:
     zookeeper: ZooKeeper
     brokers: tuple[Broker, ...]
     topic_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    #: In order; the first is the local listener (each broker's ``port``).
+    listeners: tuple[Listener, ...] = (Listener(DEFAULT_LISTENER, "PLAINTEXT"),)
+    #: The listener clients in other datacenters use.
+    remote_listener: str = DEFAULT_LISTENER
 
     @property
     def bootstrap(self) -> str:
+        """The brokers on the local listener: what clients in the cluster's datacenter use."""
         return ",".join(b.address for b in self.brokers)
+
+    def bootstrap_on(self, listener: str) -> str:
+        return ",".join(b.address_on(listener) for b in self.brokers)
+
+    @property
+    def local_listener(self) -> Listener:
+        return self.listeners[0]
+
+    def listener(self, name: str) -> Listener:
+        return next(listener for listener in self.listeners if listener.name == name)
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether any listener logs clients in (so the cluster has users, and maybe ACLs)."""
+        return any(listener.sasl for listener in self.listeners)
+
+    @property
+    def tls(self) -> bool:
+        """Whether any listener speaks TLS (so every broker needs a certificate)."""
+        return any(listener.tls for listener in self.listeners)
 
     @property
     def zookeeper_connect(self) -> str:
@@ -119,6 +184,17 @@ class Load:
 
 
 @dataclass(frozen=True)
+class Security:
+    """How the appliance's own components (brokers, mirrors, loads, the operator's tools) log in
+    on listeners that authenticate, and whether the brokers check ACLs."""
+
+    sasl_mechanism: str = "SCRAM-SHA-512"
+    #: Kafka's ACL authorizer on every cluster that authenticates (deploy/appliance/principals.py
+    #: gives each component only what it needs).
+    authorizer: bool = True
+
+
+@dataclass(frozen=True)
 class Topology:
     path: Path
     run_dir: Path
@@ -126,6 +202,7 @@ class Topology:
     clusters: Mapping[str, Cluster]
     mirrors: Mapping[str, Mirror]
     loads: Mapping[str, Load]
+    security: Security = Security()
 
     @property
     def hadoop_datacenter(self) -> str | None:
@@ -138,6 +215,8 @@ class Topology:
 # Names become directory names, chroot parts and (for mirror aliases) topic-name prefixes.
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9_.:\[\]-]+):(?P<port>\d{1,5})$")
+# Kafka's listener names: letters, digits and '_' (compared case-insensitively, shown upper case).
+_LISTENER_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 
 
 class _Checker:
@@ -255,7 +334,56 @@ def _topic_defaults(c: _Checker, raw: Any, cluster: str) -> Mapping[str, Any]:
     return MappingProxyType(dict(body))
 
 
-def _brokers(c: _Checker, raw: Any, cluster: str, run_dir: Path) -> tuple[Broker, ...]:
+def _listeners(c: _Checker, body: Mapping[str, Any], cluster: str) -> tuple[tuple[Listener, ...], str]:
+    """The cluster's listeners, in order, and the name of its remote listener."""
+    where: list[PathPart] = ["clusters", cluster, "listeners"]
+    what = f"cluster '{cluster}': listeners"
+    raw = body.get("listeners", {DEFAULT_LISTENER: "PLAINTEXT"})
+    table = c.table(raw, what, where)
+    if not table:
+        raise c.fail(f'{what} must name at least one listener (NAME = "PROTOCOL")', where)
+    listeners: list[Listener] = []
+    for name, protocol in table.items():
+        if not _LISTENER_NAME.match(name):
+            raise c.fail(f"{what}: listener name {name!r} must be letters, digits and '_'", [*where, name])
+        if name.upper() in (listener.name for listener in listeners):
+            raise c.fail(f"{what}: listener {name.upper()} is named twice (names are case-insensitive)", [*where, name])
+        if protocol not in PROTOCOLS:
+            raise c.fail(f"{what}: {name}'s protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}",
+                         [*where, name])  # fmt: skip
+        listeners.append(Listener(name.upper(), protocol))
+    default_remote = next(
+        (listener.name for listener in listeners if listener.protocol == "SASL_SSL"), listeners[0].name
+    )
+    remote = c.string(body.get("remote_listener", default_remote), f"cluster '{cluster}': 'remote_listener'",
+                      ["clusters", cluster, "remote_listener"]).upper()  # fmt: skip
+    if remote not in (listener.name for listener in listeners):
+        raise c.fail(f"cluster '{cluster}': 'remote_listener' names unknown listener {remote}",
+                     ["clusters", cluster, "remote_listener"])  # fmt: skip
+    return tuple(listeners), remote
+
+
+def _broker_ports(
+    c: _Checker, body: Mapping[str, Any], listeners: Sequence[Listener], port: int, *, what: str, at: list[PathPart]
+) -> Mapping[str, int]:
+    """Every listener's port: the first listener's is ``port``, the others' are in ``ports``."""
+    raw = c.table(body.get("ports", {}), f"{what}: 'ports'", [*at, "ports"])
+    given = {name.upper(): value for name, value in raw.items()}
+    ports = {listeners[0].name: port}
+    for name, value in raw.items():
+        if name.upper() == listeners[0].name:
+            raise c.fail(f"{what}: listener {listeners[0].name} is the first one: its port is 'port', not 'ports'",
+                         [*at, "ports", name])  # fmt: skip
+        if name.upper() not in (listener.name for listener in listeners):
+            raise c.fail(f"{what}: 'ports' names unknown listener {name.upper()}", [*at, "ports", name])
+        ports[name.upper()] = c.port(value, f"{what}: port of listener {name.upper()}", [*at, "ports", name])
+    for listener in listeners[1:]:
+        if listener.name not in given:
+            raise c.fail(f"{what} needs a port for listener {listener.name} in 'ports'", at)
+    return MappingProxyType(ports)
+
+
+def _brokers(c: _Checker, raw: Any, cluster: str, run_dir: Path, listeners: Sequence[Listener]) -> tuple[Broker, ...]:
     where: list[PathPart] = ["clusters", cluster, "brokers"]
     if not isinstance(raw, list) or not raw:
         raise c.fail(f"cluster '{cluster}' needs a non-empty list 'brokers'", where)
@@ -265,7 +393,7 @@ def _brokers(c: _Checker, raw: Any, cluster: str, run_dir: Path) -> tuple[Broker
         at: list[PathPart] = [*where, index]
         what = f"cluster '{cluster}': broker #{index + 1}"
         body = c.table(entry, what, at)
-        c.keys(body, {"id", "host", "port", "data_dir", "metrics_port"}, what, at)
+        c.keys(body, {"id", "host", "port", "ports", "data_dir", "metrics_port"}, what, at)
         broker_id = c.integer(c.required(body, "id", what, at), f"{what}: 'id'", [*at, "id"], 0, 2**31 - 1)
         if broker_id in seen_ids:
             raise c.fail(f"cluster '{cluster}' has two brokers with id {broker_id}", [*at, "id"])
@@ -283,7 +411,8 @@ def _brokers(c: _Checker, raw: Any, cluster: str, run_dir: Path) -> tuple[Broker
             if "metrics_port" in body
             else None
         )
-        brokers.append(Broker(broker_id, host, port, data_dir, metrics_port))
+        ports = _broker_ports(c, body, listeners, port, what=what, at=at)
+        brokers.append(Broker(broker_id, host, port, data_dir, metrics_port, ports))
     return tuple(brokers)
 
 
@@ -297,14 +426,16 @@ def _clusters(c: _Checker, raw: Any, datacenters: Mapping[str, Datacenter], run_
         what = f"cluster '{name}'"
         c.name(name, "cluster", where)
         body = c.table(entry, what, where)
-        c.keys(body, {"datacenter", "zookeeper", "topic_defaults", "brokers"}, what, where)
+        allowed = {"datacenter", "zookeeper", "topic_defaults", "listeners", "remote_listener", "brokers"}
+        c.keys(body, allowed, what, where)
         dc = c.string(c.required(body, "datacenter", what, where), f"{what}: 'datacenter'", [*where, "datacenter"])
         if dc not in datacenters:
             raise c.fail(f"{what} names unknown datacenter '{dc}'", [*where, "datacenter"])
         zookeeper = _zookeeper(c, c.required(body, "zookeeper", what, where), name, dc, run_dir)
         defaults = _topic_defaults(c, body.get("topic_defaults", {}), name)
-        brokers = _brokers(c, c.required(body, "brokers", what, where), name, run_dir)
-        result[name] = Cluster(name, dc, zookeeper, brokers, defaults)
+        listeners, remote = _listeners(c, body, name)
+        brokers = _brokers(c, c.required(body, "brokers", what, where), name, run_dir, listeners)
+        result[name] = Cluster(name, dc, zookeeper, brokers, defaults, listeners, remote)
     return result
 
 
@@ -411,6 +542,10 @@ def _check_addresses(c: _Checker, clusters: Mapping[str, Cluster], mirrors: Mapp
         for index, broker in enumerate(cluster.brokers):
             at: list[PathPart] = ["clusters", cluster.name, "brokers", index]
             claim(broker.host, broker.port, f"cluster '{cluster.name}' broker {broker.id}", [*at, "port"])
+            for listener, listener_port in broker.ports.items():
+                if listener != cluster.local_listener.name:
+                    owner = f"cluster '{cluster.name}' broker {broker.id} listener {listener}"
+                    claim(broker.host, listener_port, owner, [*at, "ports", listener])
             if broker.metrics_port is not None:
                 owner = f"cluster '{cluster.name}' broker {broker.id} metrics"
                 claim(broker.host, broker.metrics_port, owner, [*at, "metrics_port"])
@@ -422,6 +557,19 @@ def _check_addresses(c: _Checker, clusters: Mapping[str, Cluster], mirrors: Mapp
                 f"mirror '{mirror.alias}' instance {i + 1} metrics",
                 ["mirrors", mirror.alias, "metrics_port"],
             )
+
+
+def _security(c: _Checker, raw: Any) -> Security:
+    body = c.table(raw, "'security'", ["security"])
+    c.keys(body, {"sasl_mechanism", "authorizer"}, "'security'", ["security"])
+    mechanism = body.get("sasl_mechanism", Security.sasl_mechanism)
+    if mechanism not in SASL_MECHANISMS:
+        raise c.fail(f"'security': 'sasl_mechanism' must be one of {', '.join(SASL_MECHANISMS)}, got {mechanism!r}",
+                     ["security", "sasl_mechanism"])  # fmt: skip
+    authorizer = body.get("authorizer", Security.authorizer)
+    if not isinstance(authorizer, bool):
+        raise c.fail(f"'security': 'authorizer' must be true or false, got {authorizer!r}", ["security", "authorizer"])
+    return Security(mechanism, authorizer)
 
 
 def parse_topology(text: str, path: Path, run_dir: Path | None = None) -> Topology:
@@ -436,7 +584,7 @@ def parse_topology(text: str, path: Path, run_dir: Path | None = None) -> Topolo
         raise TopologyError(f"not valid TOML: {exc}") from None
     base = path.resolve().parent
     c = _Checker(text, base)
-    c.keys(raw, {"datacenters", "clusters", "mirrors", "loads", "local"}, "the topology", [])
+    c.keys(raw, {"datacenters", "clusters", "mirrors", "loads", "security", "local"}, "the topology", [])
     local = c.table(raw.get("local", {}), "'local'", ["local"])
     c.keys(local, {"run_dir"}, "'local'", ["local"])
     if run_dir is None:
@@ -451,6 +599,7 @@ def parse_topology(text: str, path: Path, run_dir: Path | None = None) -> Topolo
     mirrors = _mirrors(c, raw.get("mirrors", {}), clusters)
     loads = _loads(c, raw.get("loads", {}), clusters, run_dir)
     _check_addresses(c, clusters, mirrors)
+    security = _security(c, raw.get("security", {}))
     return Topology(
         path=path.resolve(),
         run_dir=run_dir,
@@ -458,6 +607,7 @@ def parse_topology(text: str, path: Path, run_dir: Path | None = None) -> Topolo
         clusters=MappingProxyType(clusters),
         mirrors=MappingProxyType(mirrors),
         loads=MappingProxyType(loads),
+        security=security,
     )
 
 

@@ -18,9 +18,11 @@ from tributary.client.admin.admin import Admin
 from tributary.client.config import ClientConfig
 from tributary.client.group.offsets import OffsetAndMetadata
 from tributary.client.raw.batches import EARLIEST, LATEST
+from tributary.client.security.settings import SecurityConfig, SecuritySettingsError
 from tributary.client.wire.cluster import Cluster as ClientCluster
 from tributary.client.wire.metadata import TopicPartition
-from tributary.deploy.appliance.topology import Load, Mirror, Topology
+from tributary.deploy.appliance.security_files import tool_security
+from tributary.deploy.appliance.topology import Cluster, Load, Mirror, Topology
 from tributary.deploy.audit.model import HOUR_MS, PartitionIndex, Stream, add_counts, hours
 from tributary.mirror.checkpoint import Checkpoint
 from tributary.mirror.naming import TopicFilter, aggregate_topic, source_of
@@ -32,9 +34,22 @@ class AuditError(Exception):
     """Something the audit needs cannot be read; the message names it."""
 
 
-def _client_config(timeout: float) -> ClientConfig:
-    return ClientConfig(connect_timeout=timeout, request_timeout=timeout, api_timeout=timeout,
-                        client_id="tributary-audit")
+def _client_config(timeout: float, security: SecurityConfig) -> ClientConfig:
+    return ClientConfig(
+        connect_timeout=timeout,
+        request_timeout=timeout,
+        api_timeout=timeout,
+        client_id="tributary-audit",
+        security=security,
+    )
+
+
+def _security(topology: Topology, cluster: Cluster) -> SecurityConfig:
+    """The admin's login on a cluster's local listener where it needs one (security_files.py)."""
+    try:
+        return tool_security(topology, cluster)
+    except SecuritySettingsError as exc:
+        raise AuditError(f"cluster '{cluster.name}': cannot log in as admin: {exc}") from None
 
 
 async def time_indexes(
@@ -73,9 +88,9 @@ async def _partitions(admin: Admin, topics: Iterable[str]) -> list[TopicPartitio
 
 async def mirror_streams(topology: Topology, mirror: Mirror, boundaries: Sequence[int], timeout: float) -> list[Stream]:
     """Every topic ``mirror`` copies: source and aggregate time indexes and its checkpoints."""
-    config = _client_config(timeout)
     source_cluster = topology.clusters[mirror.source]
     target_cluster = topology.clusters[mirror.target]
+    config = _client_config(timeout, _security(topology, source_cluster))
     datacenter = source_cluster.datacenter
     streams: dict[str, Stream] = {}
     async with ClientCluster(source_cluster.bootstrap, config) as client:
@@ -83,6 +98,7 @@ async def mirror_streams(topology: Topology, mirror: Mirror, boundaries: Sequenc
         chosen = _topic_filter(mirror, (m.alias for m in topology.mirrors.values())).select(await admin.list_topics())
         for tp, index in (await time_indexes(admin, await _partitions(admin, chosen), boundaries)).items():
             streams.setdefault(tp.topic, Stream(datacenter, tp.topic)).source[tp.partition] = index
+    config = _client_config(timeout, _security(topology, target_cluster))
     async with ClientCluster(target_cluster.bootstrap, config) as client:
         admin = Admin(client)
         partitions = await _partitions(admin, (aggregate_topic(mirror.alias, t) for t in streams))
@@ -92,9 +108,7 @@ async def mirror_streams(topology: Topology, mirror: Mirror, boundaries: Sequenc
     for tp in partitions:
         stream = streams[tp.topic.split(".", 1)[1]]
         commit = committed.get(tp)
-        checkpoint = (
-            Checkpoint.from_commit(OffsetAndMetadata(commit.offset, commit.metadata or "")) if commit else None
-        )
+        checkpoint = Checkpoint.from_commit(OffsetAndMetadata(commit.offset, commit.metadata or "")) if commit else None
         stream.checkpoints[tp.partition] = None if checkpoint is None else checkpoint.source
     return [streams[t] for t in sorted(streams)]
 

@@ -39,9 +39,7 @@ def metrics_text(rows: Sequence[Row], start_ms: int, finished_at: float) -> str:
         "# TYPE tributary_audit_records gauge",
     ]
     for row in rows:
-        base = (
-            f'topic="{_label(row.topic)}",source_datacenter="{_label(row.datacenter)}",hour="{hour_label(row.hour)}"'
-        )
+        base = f'topic="{_label(row.topic)}",source_datacenter="{_label(row.datacenter)}",hour="{hour_label(row.hour)}"'
         counts = {"source": row.source, "mirrored": row.mirrored, "aggregate": row.aggregate, "hadoop": row.hadoop}
         for stage in STAGES:
             value = counts[stage]

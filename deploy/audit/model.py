@@ -105,9 +105,17 @@ class Row:
     why: str
 
     def to_json(self) -> dict[str, object]:
-        return {"datacenter": self.datacenter, "topic": self.topic, "hour_ms": self.hour, "source": self.source,
-                "mirrored": self.mirrored, "aggregate": self.aggregate, "hadoop": self.hadoop,
-                "verdict": str(self.verdict), "why": self.why}
+        return {
+            "datacenter": self.datacenter,
+            "topic": self.topic,
+            "hour_ms": self.hour,
+            "source": self.source,
+            "mirrored": self.mirrored,
+            "aggregate": self.aggregate,
+            "hadoop": self.hadoop,
+            "verdict": str(self.verdict),
+            "why": self.why,
+        }
 
 
 @dataclass(frozen=True, slots=True)

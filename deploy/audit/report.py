@@ -27,15 +27,19 @@ def render(rows: Sequence[Row], start_ms: int, end_ms: int) -> str:
     for (datacenter, topic), group in groupby(rows, key=lambda r: (r.datacenter, r.topic)):
         table = render_table(
             ("HOUR (UTC)", "SOURCE", "MIRRORED", "AGGREGATE", "HADOOP", "VERDICT", "WHY"),
-            [(_hour(r.hour), _n(r.source), _n(r.mirrored), _n(r.aggregate), _n(r.hadoop), str(r.verdict), r.why)
-             for r in group],
+            [
+                (_hour(r.hour), _n(r.source), _n(r.mirrored), _n(r.aggregate), _n(r.hadoop), str(r.verdict), r.why)
+                for r in group
+            ],
             right=("SOURCE", "MIRRORED", "AGGREGATE", "HADOOP"),
         )
         lines += ["", f"{datacenter} {topic}", table]
     counts = {v: sum(1 for r in rows if r.verdict is v) for v in Verdict}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     mismatched = sorted({f"{r.datacenter} {r.topic}" for r in rows if r.verdict is Verdict.MISMATCH})
-    verdict = "every stage agrees or the difference is explained" if settled(rows) else (
-        f"MISMATCH in {', '.join(mismatched)}"
+    verdict = (
+        "every stage agrees or the difference is explained"
+        if settled(rows)
+        else (f"MISMATCH in {', '.join(mismatched)}")
     )
     return "\n".join([*lines, "", f"{len(rows)} topic-hours: {summary}; {verdict}"])

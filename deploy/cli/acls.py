@@ -9,6 +9,7 @@ options.
         (--topic T ... | --group G ... | --cluster | --transactional-id X ...)
         [--resource-pattern-type literal|prefixed]
     tributary acls --bootstrap B remove [the same options] [--force]
+    tributary acls --zookeeper HOST:PORT[/chroot] list|add|remove ...   (before any broker runs)
 
 As kafka-acls: hosts default to ``*`` for the principals given; operations to ``All``;
 ``--producer`` is Write, Describe and Create on the topics (Write and Describe on transactional
@@ -20,6 +21,11 @@ given ``--force``. What ``add`` and ``remove`` did is printed as the table (or J
 ``--command-config FILE`` takes a Kafka client properties file, as Kafka's tools do: the client's
 security settings, and ``bootstrap.servers`` (used when ``--bootstrap`` is not given); see
 admin_options.py.
+
+``--zookeeper HOST:PORT[/chroot]`` (or kafka-acls' ``--authorizer-properties
+zookeeper.connect=HOST:PORT[/chroot]``) reads and writes the ACLs in the cluster's ZooKeeper
+instead (acls_zookeeper.py): the first ACLs, before any broker runs. There ``add`` also says how
+many of the ACLs were new.
 """
 
 from __future__ import annotations
@@ -27,10 +33,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from tributary.client.admin.admin import Admin
-from tributary.deploy.cli.admin_options import FAILED, CommandError, add_common_arguments, run_admin
+from tributary.deploy.cli.acls_zookeeper import ZkAcls, run_zookeeper, zookeeper_connect
+from tributary.deploy.cli.admin_options import FAILED, USAGE, CommandError, add_common_arguments, run_admin
 from tributary.deploy.tables import render_table, to_json
 from tributary.protocol.acl import (
     CLUSTER_NAME,
@@ -49,6 +55,18 @@ from tributary.protocol.acl import (
 )
 
 Op = AclOperation
+
+
+class AclAdmin(Protocol):
+    """What list, add and remove need: an Admin on a cluster, or ZkAcls on its ZooKeeper."""
+
+    async def describe_acls(self, binding_filter: AclBindingFilter = ...) -> list[AclBinding]: ...
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None: ...
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]: ...
+
+
 #: The operations each resource type has, as kafka-acls checks them: Kafka's list, and All.
 SUPPORTED_OPERATIONS = {kind: ops | {Op.ALL} for kind, ops in OPERATIONS_OF.items()}
 
@@ -60,6 +78,7 @@ def register(subparsers: Any) -> None:
         description="ACLs of a Kafka-compatible cluster, with kafka-acls' options.",
     )
     add_common_arguments(parser)
+    _add_zookeeper_arguments(parser)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     listing = actions.add_parser("list", help="the ACLs of the resources (default: every ACL)")
@@ -80,6 +99,23 @@ def register(subparsers: Any) -> None:
 
     for action in (listing, add, remove):
         add_common_arguments(action, suppress=True)
+        _add_zookeeper_arguments(action, suppress=True)
+
+
+def _add_zookeeper_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    parser.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/chroot]",
+        default=argparse.SUPPRESS if suppress else None,
+        help="the cluster's ZooKeeper: read and write the ACLs there directly (before any broker runs)",
+    )
+    parser.add_argument(
+        "--authorizer-properties",
+        action="append",
+        metavar="zookeeper.connect=HOST:PORT[/chroot]",
+        default=argparse.SUPPRESS if suppress else [],
+        help="kafka-acls' spelling of --zookeeper",
+    )
 
 
 def _add_resources(parser: argparse.ArgumentParser, patterns: Sequence[str]) -> None:
@@ -299,17 +335,36 @@ def _print(args: argparse.Namespace, bindings: Iterable[AclBinding], empty: str)
         print(render_table(headers, [tuple(row.values()) for row in rows]))
 
 
+def _dispatch(args: argparse.Namespace, operation: Any) -> int:
+    """``operation(admin)`` through the Kafka API, or on the ACLs in ZooKeeper."""
+    try:
+        hosts = zookeeper_connect(args.zookeeper, args.authorizer_properties)
+    except CommandError as exc:
+        print(f"tributary acls: error: {exc}", file=sys.stderr)
+        return exc.status
+    if hosts is None:
+        return run_admin(args, operation)
+    if args.bootstrap or args.command_config:
+        print("tributary acls: error: --zookeeper goes without --bootstrap and --command-config", file=sys.stderr)
+        return USAGE
+    try:
+        return run_zookeeper(hosts, operation, min(args.timeout, 10.0))
+    except CommandError as exc:
+        print(f"tributary acls: error: {exc}", file=sys.stderr)
+        return exc.status
+
+
 def _run(args: argparse.Namespace, plan: Any, operation: Any) -> int:
     try:
         planned = plan(args)
     except CommandError as exc:
         print(f"tributary acls: error: {exc}", file=sys.stderr)
         return exc.status
-    return run_admin(args, lambda admin: operation(admin, planned))
+    return _dispatch(args, lambda admin: operation(admin, planned))
 
 
 def run_list(args: argparse.Namespace) -> int:
-    async def operation(admin: Admin, filters: list[AclBindingFilter]) -> int:
+    async def operation(admin: AclAdmin, filters: list[AclBindingFilter]) -> int:
         found: list[AclBinding] = []
         for binding_filter in filters:
             found += await admin.describe_acls(binding_filter)
@@ -320,9 +375,11 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    async def operation(admin: Admin, bindings: list[AclBinding]) -> int:
+    async def operation(admin: AclAdmin, bindings: list[AclBinding]) -> int:
         await admin.create_acls(bindings)
         _print(args, bindings, "no ACLs")
+        if isinstance(admin, ZkAcls) and args.output == "table":
+            print(f"{admin.added} of {len(set(bindings))} ACLs new in ZooKeeper")
         return 0
 
     return _run(args, plan_add, operation)
@@ -336,7 +393,7 @@ def _confirmed(filters: Sequence[AclBindingFilter]) -> bool:
 
 
 def run_remove(args: argparse.Namespace) -> int:
-    async def operation(admin: Admin, filters: list[AclBindingFilter]) -> int:
+    async def operation(admin: AclAdmin, filters: list[AclBindingFilter]) -> int:
         removed = await admin.delete_acls(filters)
         _print(args, [b for found in removed for b in found], "no ACLs matched: nothing removed")
         return 0
@@ -349,4 +406,4 @@ def run_remove(args: argparse.Namespace) -> int:
     if not args.force and not _confirmed(filters):
         print("tributary acls: nothing removed (answer y, or give --force)", file=sys.stderr)
         return FAILED
-    return run_admin(args, lambda admin: operation(admin, filters))
+    return _dispatch(args, lambda admin: operation(admin, filters))

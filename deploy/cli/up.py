@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from tributary.deploy.appliance.launcher import Appliance, ApplianceError, describe
+from tributary.deploy.appliance.links import links_table
 from tributary.deploy.appliance.topology import TopologyError, load_topology
 from tributary.deploy.console.server import serve_console
 from tributary.deploy.errors import operator_errors
@@ -118,6 +119,11 @@ async def _on_signals(signals: Any, appliance: Appliance, everything: trio.Cance
 async def _announce_when_ready(appliance: Appliance) -> None:
     await appliance.ready.wait()
     say("\n" + describe(appliance.components, appliance.supervisor))
+    if appliance.topology.mirrors or appliance.topology.loads:
+        say("\n" + links_table(appliance.topology))
+    if any(cluster.authenticates for cluster in appliance.topology.clusters.values()):
+        security = appliance.topology.run_dir / "security"
+        say(f"\nCA, certificates and passwords under {security}; an admin's client settings in {security}/clients")
     say(f"\nall up; data and logs under {appliance.topology.run_dir}. Ctrl-C stops everything.\n")
 
 

@@ -9,9 +9,11 @@
 With ``--zookeeper`` the credential is written straight to ``/config/users/<name>`` with a
 change notification, as Kafka's ``kafka-configs --zookeeper`` does: the way to create the first
 users (the brokers' own, the admin's) before any broker runs; running brokers pick the change up
-within moments. With ``--bootstrap`` it goes through AlterUserScramCredentials and
-DescribeUserScramCredentials. The password is read from a file (``-``: standard input), never
-from the command line; only the salted keys are stored.
+within moments. A credential that already matches the password (same iterations) is left as it
+is and said so, so that deployment tools can run ``set`` every time and see what changed.
+With ``--bootstrap`` it goes through AlterUserScramCredentials and DescribeUserScramCredentials.
+The password is read from a file (``-``: standard input), never from the command line; only the
+salted keys are stored.
 """
 
 from __future__ import annotations
@@ -21,30 +23,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
-
-from tributary.broker.security.user_configs import (
-    CONFIG_CHANGES,
-    CONFIG_USERS,
-    decode_credentials,
-    desanitize,
-    encode_change,
-    user_path,
-    with_credential,
-)
 from tributary.client.admin.admin import Admin
 from tributary.client.admin.users import ScramUpsert, alter_scram_users, describe_scram_users
 from tributary.deploy.cli.admin_options import FAILED, USAGE, CommandError, add_common_arguments, run_admin
 from tributary.deploy.tables import render_table, to_json
+from tributary.deploy.zookeeper_users import ZooKeeperUsersError, ensure_user, set_user, zk_users, zk_write
 from tributary.protocol.sasl.scram import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
     MECHANISMS,
     MIN_ITERATIONS,
-    ScramCredential,
-    credential_from_password,
 )
 
 
@@ -110,97 +98,10 @@ def _dispatch(args: argparse.Namespace, zookeeper: Any, api: Any) -> int:
         except CommandError as exc:
             print(f"{prog}: error: {exc}", file=sys.stderr)
             return exc.status
+        except ZooKeeperUsersError as exc:
+            print(f"{prog}: error: {exc}", file=sys.stderr)
+            return FAILED
     return run_admin(args, api)
-
-
-# --- through ZooKeeper ------------------------------------------------------------------------
-
-
-def _zk_client(hosts: str) -> Any:
-    """A started kazoo client; the connect string's chroot is created first if missing (users are
-    set before any broker ran, and brokers create it the same way, as Kafka does)."""
-    servers, slash, chroot = hosts.partition("/")
-    if slash and chroot.strip("/"):
-        root = _started(servers)
-        try:
-            root.ensure_path("/" + chroot.strip("/"))
-        finally:
-            root.stop()
-            root.close()
-    return _started(hosts)
-
-
-def _started(hosts: str) -> Any:
-    client = KazooClient(hosts=hosts, timeout=10.0)
-    try:
-        client.start(timeout=10)
-    except KazooTimeoutError:
-        client.close()
-        raise CommandError(f"no ZooKeeper answered at {hosts} within 10 s", FAILED) from None
-    return client
-
-
-def zk_write(hosts: str, name: str, mechanism: str, credential: ScramCredential | None) -> bool:
-    """Set (or with None delete) one credential in ZooKeeper and announce it: what brokers do
-    for AlterUserScramCredentials. False when deleting a credential that is not there."""
-
-    client = _zk_client(hosts)
-    try:
-        path = user_path(name)
-        for _ in range(10):
-            try:
-                data, stat = client.get(path)
-            except NoNodeError:
-                data, stat = None, None
-            if credential is None and (data is None or mechanism not in decode_credentials(data)):
-                return False
-            new = with_credential(data, mechanism, credential)
-            try:
-                if stat is None:
-                    assert new is not None
-                    client.create(path, new, makepath=True)
-                elif new is None:
-                    client.delete(path, version=stat.version)
-                else:
-                    client.set(path, new, version=stat.version)
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue
-            break
-        else:
-            raise CommandError(f"the config of user {name!r} kept changing", FAILED)
-        client.create(f"{CONFIG_CHANGES}/config_change_", encode_change(name), makepath=True, sequence=True)
-        return True
-    finally:
-        client.stop()
-        client.close()
-
-
-def zk_users(hosts: str) -> dict[str, dict[str, ScramCredential]]:
-
-    client = _zk_client(hosts)
-    try:
-        try:
-            nodes = client.get_children(CONFIG_USERS)
-        except NoNodeError:
-            return {}
-        users: dict[str, dict[str, ScramCredential]] = {}
-        for node in sorted(nodes):
-            name = desanitize(node)
-            try:
-                credentials = decode_credentials(client.get(user_path(name))[0])
-            except (NoNodeError, ValueError):
-                continue
-            if credentials:
-                users[name] = credentials
-        return users
-    finally:
-        client.stop()
-        client.close()
-
-
-def set_user(hosts: str, name: str, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS) -> None:
-    """Create or replace ``name``'s credential in ZooKeeper (for scripts and tests)."""
-    zk_write(hosts, name, mechanism, credential_from_password(MECHANISMS[mechanism], password, iterations=iterations))
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -224,8 +125,10 @@ def _print_users(args: argparse.Namespace, users: list[tuple[str, list[tuple[str
 def run_set(args: argparse.Namespace) -> int:
     def zookeeper() -> int:
         _check(args)
-        set_user(args.zookeeper, args.name, args.mechanism, _password(args.password_file), args.iterations)
-        print(f"set the {args.mechanism} credential of user {args.name!r}")
+        if ensure_user(args.zookeeper, args.name, args.mechanism, _password(args.password_file), args.iterations):
+            print(f"set the {args.mechanism} credential of user {args.name!r}")
+        else:
+            print(f"the {args.mechanism} credential of user {args.name!r} already matches: unchanged")
         return 0
 
     async def api(admin: Admin) -> int:
@@ -281,4 +184,5 @@ def run_list(args: argparse.Namespace) -> int:
     return _dispatch(args, zookeeper, api)
 
 
-__all__ = ["register", "set_user", "zk_users", "zk_write"]
+# set_user stays importable from here: scripts and tests use it.
+__all__ = ["register", "set_user"]

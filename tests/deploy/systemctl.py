@@ -8,8 +8,8 @@ the units they rendered: `start` runs every `ExecStartPre=` to completion and th
 
 For the rolling-restart test, every `restart` of a broker unit is recorded in `events.jsonl`
 with, at the moment it began, whether each other broker of the same cluster answered on its
-port (a Metadata answer that lists it): a roll that goes on before a restarted broker is back
-shows up as a broker found down.
+PLAINTEXT listener (a Metadata answer that lists it): a roll that goes on before a restarted
+broker is back shows up as a broker found down.
 
 State lives in $TRIBUTARY_SYSTEMD_STATE (pid files, logs, events); units are looked up in the
 directories of $TRIBUTARY_SYSTEMD_UNIT_DIRS (os.pathsep-separated). The test itself starts
@@ -164,12 +164,24 @@ def _serves(unit: Unit) -> bool:
 
     argv = unit.argv
     config = tomllib.loads(Path(argv[argv.index("--config") + 1]).read_text())
-    host, _, port = str(config["listen"]).rpartition(":")
+    host, _, port = _plaintext_address(config).rpartition(":")
     try:
         response = request((host, int(port)), MetadataRequest(topics=[]), 1, timeout=2)
     except OSError:
         return False
     return any(b.node_id == config["id"] for b in response.brokers)
+
+
+def _plaintext_address(config: dict[str, object]) -> str:
+    """The broker's address on a PLAINTEXT listener: ``listen``, or among named ``listeners``."""
+    if "listen" in config:
+        return str(config["listen"])
+    protocols = dict(item.split(":", 1) for item in str(config["listener.security.protocol.map"]).split(","))
+    for listener in str(config["listeners"]).split(","):
+        name, _, address = listener.partition("://")
+        if protocols.get(name, name) == "PLAINTEXT":
+            return address
+    raise ValueError("the broker has no PLAINTEXT listener to ask")
 
 
 def _record_restart(unit: Unit) -> None:

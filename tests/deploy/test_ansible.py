@@ -13,12 +13,22 @@ Last, an upgrade: broker.yml again with a changed broker setting and service man
 `systemctl` being tests/deploy/systemctl.py (same start semantics, same processes): the brokers
 restart one at a time while the rest of their cluster serves, and the aggregate keeps its data.
 
-Installing: the roles install a wheel of this checkout with `pip --no-deps` into a fresh
-virtualenv per host (created by the role). The dependencies (pyspark alone is hundreds of MB)
-are not downloaded again: the test then gives each new virtualenv a `.pth` line naming the
-project virtualenv's site-packages, the way a host image with the dependencies preinstalled
-would. So what the role does is what runs (`<root>/venv/bin/tributary`), and the test downloads
-nothing (the wheel is built by tests/wheel.py without build isolation).
+Security, on throughout: every cluster's brokers replicate, and the mirrors and the load connect,
+over a SASL_SSL listener (INTERNAL), logging in with SCRAM-SHA-512 as the users the broker role
+created in ZooKeeper before the brokers started, with the ACLs the inventory computed
+(deploy/appliance/principals.py); the certificates come from the pki role (openssl on the
+controller), the passwords from an ansible-vault file the test encrypts. A second listener, APPS
+(PLAINTEXT), is what the test's own clients use, as applications of a datacenter would. ZooKeeper
+is started by the playbook itself (through the systemctl stand-in), since the users and ACLs are
+written into it before any broker runs.
+
+Installing: the roles install a wheel of this checkout with `pip --no-deps` into a virtualenv
+per host. The dependencies (pyspark alone is hundreds of MB) are not downloaded again: the test
+makes each host's virtualenv first (as the role would) with a `.pth` line naming the project
+virtualenv's site-packages, the way a host image with the dependencies preinstalled would (the
+broker role runs the installed `tributary` during the play, to create users and ACLs). So what
+the role does is what runs (`<root>/venv/bin/tributary`), and the test downloads nothing (the
+wheel is built by tests/wheel.py without build isolation).
 """
 
 from __future__ import annotations
@@ -90,24 +100,42 @@ class Plan:
     """Where everything of the test appliance listens."""
 
     zookeeper: dict[str, int]
-    brokers: dict[str, list[tuple[int, int, int]]]  # cluster -> (id, port, metrics port)
+    # cluster -> (id, INTERNAL port (SASL_SSL), metrics port, APPS port (PLAINTEXT))
+    brokers: dict[str, list[tuple[int, int, int, int]]]
     mirror_metrics: dict[str, int]
 
     def bootstrap(self, cluster: str) -> str:
-        return ",".join(f"{HOSTS[cluster]}:{port}" for _, port, _ in self.brokers[cluster])
+        """The APPS listener (PLAINTEXT): what the test's own clients use."""
+        return ",".join(f"{HOSTS[cluster]}:{apps}" for _, _, _, apps in self.brokers[cluster])
+
+    def secure_bootstrap(self, cluster: str) -> str:
+        """The INTERNAL listener (SASL_SSL): replication, the mirrors and the load."""
+        return ",".join(f"{HOSTS[cluster]}:{port}" for _, port, _, _ in self.brokers[cluster])
 
 
 def make_plan() -> Plan:
-    ports = iter(free_ports(16))
+    ports = iter(free_ports(21))
     brokers_per_cluster = {"east": 2, "west": 1, "aggregate": 2}
     return Plan(
         zookeeper={dc: next(ports) for dc in HOSTS},
         brokers={
-            dc: [(i, next(ports), next(ports)) for i in range(1, count + 1)]
+            dc: [(i, next(ports), next(ports), next(ports)) for i in range(1, count + 1)]
             for dc, count in brokers_per_cluster.items()
         },
         mirror_metrics={"east": next(ports), "west": next(ports)},
     )
+
+
+#: The users the topology calls for (principals.py), and their passwords, kept in the vault.
+PASSWORDS = {
+    "broker-east": "east-brokers-pw",
+    "broker-west": "west-brokers-pw",
+    "broker-aggregate": "aggregate-brokers-pw",
+    "admin": "admin-pw",
+    "mirror-east": "mirror-east-pw",
+    "mirror-west": "mirror-west-pw",
+    "loader-nightly": "loader-pw",
+}
 
 
 def write_topology(path: Path, plan: Plan, data: Path) -> None:
@@ -120,13 +148,15 @@ def write_topology(path: Path, plan: Plan, data: Path) -> None:
     ]
     for dc, host in HOSTS.items():
         brokers = ", ".join(
-            f'{{ id = {i}, host = "{host}", port = {port}, data_dir = "{data}/{dc}/broker-{i}", '
-            f"metrics_port = {metrics} }}"
-            for i, port, metrics in plan.brokers[dc]
+            f'{{ id = {i}, host = "{host}", port = {port}, ports = {{ APPS = {apps} }}, '
+            f'data_dir = "{data}/{dc}/broker-{i}", metrics_port = {metrics} }}'
+            for i, port, metrics, apps in plan.brokers[dc]
         )
         lines += [
             f"[clusters.{dc}]",
             f'datacenter = "{dc}"',
+            # Replication, the mirrors and the load over SASL_SSL; the test's clients on APPS.
+            'listeners = { INTERNAL = "SASL_SSL", APPS = "PLAINTEXT" }',
             f'zookeeper = {{ servers = ["{host}:{plan.zookeeper[dc]}"], chroot = "/tributary/{dc}", '
             f'data_dir = "{data}/{dc}/zookeeper" }}',
             'topic_defaults = { "num.partitions" = 2 }',
@@ -144,6 +174,10 @@ def write_topology(path: Path, plan: Plan, data: Path) -> None:
             "",
         ]
     lines += [
+        "[security]",
+        'sasl_mechanism = "SCRAM-SHA-512"',
+        "authorizer = true",
+        "",
         "[loads.nightly]",
         'cluster = "aggregate"',
         f'output = "{data}/warehouse"',
@@ -154,6 +188,22 @@ def write_topology(path: Path, plan: Plan, data: Path) -> None:
         f'summary_json = "{data}/loads/nightly.json"',
     ]
     path.write_text("\n".join(lines) + "\n")
+
+
+def write_vault(tmp_path: Path) -> list[str]:
+    """The passwords in an ansible-vault encrypted vars file, as an operator keeps them; the
+    options that give it to ansible-playbook."""
+    password_file = tmp_path / "vault-password"
+    password_file.write_text("the-vault-password\n")
+    password_file.chmod(0o600)
+    secrets = tmp_path / "secrets.yml"
+    secrets.write_text(json.dumps({"tributary_passwords": PASSWORDS}))
+    subprocess.run(
+        [str(BIN / "ansible-vault"), "encrypt", "--vault-password-file", str(password_file), str(secrets)],
+        env=ansible_env(tmp_path), capture_output=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert secrets.read_text().startswith("$ANSIBLE_VAULT;")
+    return ["--vault-password-file", str(password_file), "-e", f"@{secrets}"]
 
 
 def write_local_vars(path: Path, roots: Path, wheel: Path) -> None:
@@ -174,6 +224,10 @@ def write_local_vars(path: Path, roots: Path, wheel: Path) -> None:
         # The dependencies come from the project's virtualenv (module docstring).
         "tributary_pip_extra_args": "--no-deps",
         "zookeeper_install_package": False,
+        # ZooKeeper runs from the playbook on (through the systemctl stand-in): the broker role
+        # writes the users and ACLs into it before any broker starts.
+        "zookeeper_manage_services": True,
+        "tributary_pki_dir": str(path.parent / "pki"),
         "zookeeper_java": java,
         "zookeeper_heap": "128m",
         "loader_install_java": False,
@@ -294,6 +348,19 @@ def site_packages_line() -> str:
     return sysconfig.get_paths()["purelib"] + "\n"
 
 
+def prepare_virtualenvs(roots: Path) -> None:
+    """Each host's virtualenv, made as the role makes it (``python -m venv``, which the role then
+    finds and installs into), with the dependencies of the project's own (module docstring)."""
+    making = [
+        subprocess.Popen([sys.executable, "-m", "venv", str(roots / dc / "venv")], stdout=subprocess.DEVNULL)
+        for dc in HOSTS
+    ]
+    assert all(process.wait(timeout=300) == 0 for process in making)
+    for dc in HOSTS:
+        (site_packages,) = (roots / dc / "venv").glob("lib/python*/site-packages")
+        (site_packages / "tributary-test-deps.pth").write_text(site_packages_line())
+
+
 # ---- traffic, through a real client
 
 
@@ -348,6 +415,40 @@ def all_end_offsets(bootstrap: str, topics: list[str]) -> dict[str, dict[int, in
         return {t: end_offsets(bootstrap, t) for t in topics}
     except KafkaException:
         return None
+
+
+def logins_counted(host: str, metrics_ports: list[int]) -> float:
+    """SCRAM-SHA-512 logins the brokers counted on their INTERNAL (SASL_SSL) listener."""
+    total = 0.0
+    for port in metrics_ports:
+        body = fetch_text(port, host=host)[2]
+        labels = r'\{listener="INTERNAL",mechanism="SCRAM-SHA-512"\}'
+        for match in re.finditer(
+            rf"^tributary_broker_successful_authentication_total{labels} (\S+)$", body, re.MULTILINE
+        ):
+            total += float(match[1])
+    return total
+
+
+def denied_write(bootstrap: str, user: str, topic: str, tmp_path: Path) -> bool:
+    """Whether ``user``, logged in over SASL_SSL, is refused a write to ``topic``."""
+    from confluent_kafka import KafkaError, Producer  # noqa: PLC0415
+
+    outcome: list[Any] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": user,
+            "sasl.password": PASSWORDS[user],
+            "ssl.ca.location": str(tmp_path / "pki" / "ca.pem"),
+            "message.timeout.ms": 10000,
+        }
+    )
+    producer.produce(topic, b"not allowed", on_delivery=lambda error, _message: outcome.append(error))
+    producer.flush(20)
+    return bool(outcome) and outcome[0] is not None and outcome[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def option(argv: list[str], flag: str) -> str:
@@ -407,8 +508,11 @@ def deployed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
     write_topology(topology, plan, data)
     local_vars = tmp_path / "local-hosts.json"
     write_local_vars(local_vars, roots, wheel)
+    vault = write_vault(tmp_path)
+    prepare_virtualenvs(roots)
+    path = f"{tmp_path / 'bin'}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
     started = time.monotonic()
-    output = run_playbook(tmp_path, topology, local_vars)
+    output = run_playbook(tmp_path, topology, local_vars, "site.yml", *vault, PATH=path)
     yield {
         "plan": plan,
         "data": data,
@@ -418,6 +522,8 @@ def deployed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
         "output": output,
         "seconds": time.monotonic() - started,
         "tmp_path": tmp_path,
+        "vault": vault,
+        "path": path,
     }
 
 
@@ -451,28 +557,59 @@ def test_site_playbook_deploys_a_running_appliance(deployed: dict[str, Any]) -> 
     ]
     # The configs say what the topology says.
     east2 = tomllib.loads((roots / "east" / "etc" / "broker-east-2.toml").read_text())
-    _, east2_port, east2_metrics = plan.brokers["east"][1]
+    _, east2_port, east2_metrics, east2_apps = plan.brokers["east"][1]
     assert east2["id"] == 2
-    assert east2["listen"] == east2["advertise"] == f"127.0.1.1:{east2_port}"
+    assert (
+        east2["listeners"]
+        == east2["advertised.listeners"]
+        == (f"INTERNAL://127.0.1.1:{east2_port},APPS://127.0.1.1:{east2_apps}")
+    )
+    assert east2["listener.security.protocol.map"] == "INTERNAL:SASL_SSL,APPS:PLAINTEXT"
+    assert east2["inter.broker.listener.name"] == "INTERNAL"
+    assert east2["sasl.inter.broker.username"] == "broker-east"
+    assert east2["super.users"] == "User:broker-east;User:admin;User:ANONYMOUS"
     assert east2["zookeeper"] == f"127.0.1.1:{plan.zookeeper['east']}/tributary/east"
-    assert east2["metrics"] == {"port": east2_metrics}
+    # The metrics endpoint on the broker's own address, where a Prometheus elsewhere scrapes it.
+    assert east2["metrics"] == {"port": east2_metrics, "host": "127.0.1.1"}
     assert east2["num.partitions"] == 2  # settings keys are quoted: one key each, as Kafka names it
     assert east2["data-dir"] == str(data / "east" / "broker-2")
+    # Secrets: the password in a file only the service account reads, never in a config.
+    password_file = roots / "east" / "etc" / "secrets" / "broker-east.password"
+    assert east2["sasl.inter.broker.password"] == f"${{file:{password_file}}}"
+    assert password_file.read_text() == PASSWORDS["broker-east"] + "\n"
+    assert password_file.stat().st_mode & 0o077 == 0
+    keystore = roots / "east" / "etc" / "tls" / "127.0.1.1-keystore.pem"
+    assert east2["ssl.keystore.location"] == str(keystore) and keystore.stat().st_mode & 0o077 == 0
+    for path in (roots / "east" / "etc").rglob("*.toml"):
+        assert not any(pw in path.read_text() for pw in PASSWORDS.values()), path
     zoo_cfg = (roots / "west" / "etc" / "zookeeper-west.cfg").read_text().splitlines()
     assert f"clientPort={plan.zookeeper['west']}" in zoo_cfg
     assert (data / "west" / "zookeeper" / "myid").read_text().strip() == "1"
     mirror_west = tomllib.loads((roots / "aggregate" / "etc" / "mirror-west-1.toml").read_text())
-    assert mirror_west["source"] == plan.bootstrap("west")
-    assert mirror_west["target"] == plan.bootstrap("aggregate")
+    assert mirror_west["source"] == plan.secure_bootstrap("west")
+    assert mirror_west["target"] == plan.secure_bootstrap("aggregate")
     assert (mirror_west["source-alias"], mirror_west["metrics-port"]) == ("west", plan.mirror_metrics["west"])
+    assert mirror_west["metrics-host"] == HOSTS["aggregate"]
+    for side in ("source", "target"):
+        assert mirror_west["security"][side] == {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "mirror-west",
+            "sasl.password": f"${{file:{roots / 'aggregate' / 'etc' / 'secrets' / 'mirror-west.password'}}}",
+            "ssl.ca.location": str(roots / "aggregate" / "etc" / "tls" / "ca.pem"),
+        }
+    load_config = tomllib.loads((roots / "aggregate" / "etc" / "load-nightly.toml").read_text())
+    assert load_config["bootstrap"] == plan.secure_bootstrap("aggregate")
+    assert load_config["security"]["sasl.username"] == "loader-nightly"
+    # One CA for everything, made with openssl on the controller, the key left there.
+    assert (tmp_path / "pki" / "ca-key.pem").exists()
+    assert not list(roots.rglob("ca-key.pem"))
     timer = read_unit(roots / "aggregate" / "systemd" / "tributary-load-nightly.timer")
     assert timer.one("Timer", "OnCalendar") == "*-*-* 02:30:00"
     assert timer.one("Timer", "Unit") == "tributary-load-nightly.service"
     # Each host got its own virtualenv with the package in it.
     for dc in HOSTS:
         assert list((roots / dc / "venv").glob("lib/python*/site-packages/tributary-*.dist-info")), dc
-        (site_packages,) = (roots / dc / "venv").glob("lib/python*/site-packages")
-        (site_packages / "tributary-test-deps.pth").write_text(site_packages_line())
 
     supervisor = Supervisor()
     try:
@@ -480,23 +617,23 @@ def test_site_playbook_deploys_a_running_appliance(deployed: dict[str, Any]) -> 
         def unit(dc: str, name: str) -> Unit:
             return read_unit(roots / dc / "systemd" / name)
 
-        # ZooKeeper first, as systemd's ordering would after boot.
-        zookeepers = [supervisor.start(unit(dc, f"tributary-zookeeper-{dc}.service")) for dc in HOSTS]
+        # ZooKeeper is running: the playbook started it (the stand-in) and wrote the users and
+        # ACLs into it before any broker ran.
         for dc, host in HOSTS.items():
-            wait_until(lambda h=host, p=plan.zookeeper[dc]: serving(h, p), f"ZooKeeper {dc}",
-                       children=zookeepers)  # fmt: skip
+            assert systemctl.pid_of(f"tributary-zookeeper-{dc}.service") is not None, dc
+            wait_until(lambda h=host, p=plan.zookeeper[dc]: serving(h, p), f"ZooKeeper {dc}")
         brokers = [
             supervisor.start(unit(dc, f"tributary-broker-{dc}-{i}.service"))
             for dc in HOSTS
-            for i, _, _ in plan.brokers[dc]
+            for i, _, _, _ in plan.brokers[dc]
         ]
         for dc, host in HOSTS.items():
             count = len(plan.brokers[dc])
-            for _, port, _ in plan.brokers[dc]:
-                wait_until(lambda h=host, p=port, n=count: cluster_brokers(h, p) == n, f"cluster {dc} on {port}",
+            for _, _, _, apps in plan.brokers[dc]:
+                wait_until(lambda h=host, p=apps, n=count: cluster_brokers(h, p) == n, f"cluster {dc} on {apps}",
                            children=brokers)  # fmt: skip
         # The metrics ports came from the topology through the inventory.
-        _, _, metrics_port = plan.brokers["aggregate"][1]
+        _, _, metrics_port, _ = plan.brokers["aggregate"][1]
         status, _, body = fetch_text(metrics_port, host=HOSTS["aggregate"])
         assert status == 200
         assert "tributary_broker" in body
@@ -512,10 +649,16 @@ def test_site_playbook_deploys_a_running_appliance(deployed: dict[str, Any]) -> 
             # Batches map one to one, so the copy ends where the source ends, partition by partition.
             wait_until(lambda t=f"{dc}.{topic}", e=ends: end_offsets(aggregate, t) == e,
                        f"{dc}.{topic} in the aggregate", timeout=120, children=mirrors + brokers)  # fmt: skip
-        scrape = fetch_text(plan.mirror_metrics["east"])[2]
+        scrape = fetch_text(plan.mirror_metrics["east"], host=HOSTS["aggregate"])[2]
         assert re.search(r'tributary_mirror_copied_records_total\{source="east",topic="clicks"\} 300\.0', scrape), (
             scrape
         )
+        # They did log in, over SASL_SSL: the source and aggregate brokers counted the logins.
+        for dc in ("west", "aggregate"):
+            logins = logins_counted(HOSTS[dc], [m for _, _, m, _ in plan.brokers[dc]])
+            assert logins > 0, dc
+        # And the ACLs hold: a mirror may not write another mirror's topics.
+        assert denied_write(plan.secure_bootstrap("aggregate"), "mirror-east", "west.pageviews", tmp_path)
 
         print(f"produce and mirror {sum(sum(p.values()) for p in produced.values())} records: "
               f"{time.monotonic() - phase_started:.1f} s")  # fmt: skip
@@ -532,6 +675,7 @@ def test_site_playbook_deploys_a_running_appliance(deployed: dict[str, Any]) -> 
         assert loaded == {(dc, t): n for dc, per_topic in produced.items() for t, n in per_topic.items()}
         assert list((data / "warehouse").rglob("*.parquet"))
         print(f"the load: {time.monotonic() - phase_started:.1f} s")
+        assert denied_write(plan.secure_bootstrap("aggregate"), "loader-nightly", "east.pageviews", tmp_path)
         metrics_file = Path(option(load.argv, "--metrics-file"))
         assert "tributary_loader_last_run_success 1" in metrics_file.read_text()
 
@@ -553,14 +697,14 @@ def test_site_playbook_deploys_a_running_appliance(deployed: dict[str, Any]) -> 
         upgrade.write_text(json.dumps({"tributary_manage_services": True, "broker_settings": changed}))
         output = run_playbook(
             tmp_path, deployed["topology"], deployed["local_vars"], "broker.yml", "-e", f"@{upgrade}",
-            PATH=f"{tmp_path / 'bin'}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            *deployed["vault"], PATH=deployed["path"],
         )  # fmt: skip
         assert all(r["failed"] == 0 for r in recap(output).values()), output
         events_file = systemctl.state_dir() / "events.jsonl"
         events = [json.loads(line) for line in events_file.read_text().splitlines()]
         # One at a time, host after host, and only once the previous broker answered again.
         assert [e["unit"] for e in events] == [f"tributary-broker-{dc}-{i}.service" for dc in HOSTS
-                                               for i, _, _ in plan.brokers[dc]]  # fmt: skip
+                                               for i, _, _, _ in plan.brokers[dc]]  # fmt: skip
         for event in events:
             assert all(event["others_up"].values()), event
         assert sum(len(e["others_up"]) for e in events) == 4  # east and aggregate have two brokers each
@@ -571,9 +715,9 @@ def test_site_playbook_deploys_a_running_appliance(deployed: dict[str, Any]) -> 
         # Every broker is back, and the aggregate lost nothing across the roll.
         for dc, host in HOSTS.items():
             count = len(plan.brokers[dc])
-            for _, port, _ in plan.brokers[dc]:
-                wait_until(lambda h=host, p=port, n=count: cluster_brokers(h, p) == n,
-                           f"cluster {dc} on {port} after the roll")  # fmt: skip
+            for _, _, _, apps in plan.brokers[dc]:
+                wait_until(lambda h=host, p=apps, n=count: cluster_brokers(h, p) == n,
+                           f"cluster {dc} on {apps} after the roll")  # fmt: skip
         wait_until(lambda: all_end_offsets(aggregate, list(aggregate_ends)) == aggregate_ends,
                    "the aggregate's partitions to be served again, ending where they ended")  # fmt: skip
         print(f"rolling restart of {len(events)} brokers through broker.yml: {time.monotonic() - phase_started:.1f} s")

@@ -39,9 +39,23 @@ def audit(topology: Path, start_ms: int, metrics_file: Path | None = None) -> tu
     start = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(start_ms / 1000))
     extra = ["--metrics-file", str(metrics_file)] if metrics_file is not None else []
     result = subprocess.run(
-        [sys.executable, "-m", "tributary.deploy.cli", "audit", "--topology", str(topology), "--from", start,
-         "--output", "json", *extra],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "tributary.deploy.cli",
+            "audit",
+            "--topology",
+            str(topology),
+            "--from",
+            start,
+            "--output",
+            "json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.stderr == "", result.stderr
     return result.returncode, json.loads(result.stdout)
@@ -50,7 +64,8 @@ def audit(topology: Path, start_ms: int, metrics_file: Path | None = None) -> tu
 def by_hour(report: dict[str, Any]) -> dict[int, tuple[int, int, int, int | None, str]]:
     return {
         r["hour_ms"]: (r["source"], r["mirrored"], r["aggregate"], r["hadoop"], r["verdict"])
-        for r in report["rows"] if (r["datacenter"], r["topic"]) == ("east", "pageviews")
+        for r in report["rows"]
+        if (r["datacenter"], r["topic"]) == ("east", "pageviews")
     }
 
 
@@ -114,7 +129,9 @@ def test_audit_counts_hours_and_explains_a_stopped_mirror(tmp_path: Path) -> Non
 
         report = poll(caught_up, 60, "the resumed mirror copying the rest")
         assert {h: v[:3] for h, v in by_hour(report).items()} == {
-            h0: (300, 300, 300), h1: (250, 250, 250), h2: (100, 100, 100)
+            h0: (300, 300, 300),
+            h1: (250, 250, 250),
+            h2: (100, 100, 100),
         }
 
 

@@ -48,7 +48,9 @@ def test_counts_per_hour_and_below_a_position() -> None:
 def test_everything_agrees() -> None:
     rows = audit([stream()])
     assert [(r.hour, r.source, r.mirrored, r.aggregate, r.hadoop) for r in rows] == [
-        (H0, 20, 20, 20, 20), (H1, 40, 40, 40, 40), (H2, 60, 60, 60, 60)
+        (H0, 20, 20, 20, 20),
+        (H1, 40, 40, 40, 40),
+        (H2, 60, 60, 60, 60),
     ]
     assert all(r.verdict is Verdict.OK for r in rows)
     assert settled(rows)

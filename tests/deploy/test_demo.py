@@ -24,7 +24,8 @@ EVENTS = 3000
 
 
 def test_demo_end_to_end_counts_agree(tmp_path: Path) -> None:
-    path = write_topology(tmp_path / "t.toml", datacenters=("east", "west", "aggregate"), mirrors=True)
+    # East and west serve the mirrors on a SASL_SSL listener, as deploy/examples/local.toml does.
+    path = write_topology(tmp_path / "t.toml", datacenters=("east", "west", "aggregate"), mirrors=True, secure=True)
     warehouse, run_dir = tmp_path / "wh", tmp_path / "demo-run"
     result = subprocess.run(
         [sys.executable, "-m", "tributary.deploy.cli", "demo", "--topology", str(path), "--events", str(EVENTS),
@@ -48,6 +49,18 @@ def test_demo_end_to_end_counts_agree(tmp_path: Path) -> None:
     assert ratio > 2.0, out  # repetitive JSON in batches compresses
     assert re.search(r"^  east +0 records, 0\.0 s behind at the end$", out, re.MULTILINE)
     assert re.search(r"peak memory of all processes together: [\d,]+ MiB", out)
+    # The cross-datacenter links ran over SASL_SSL: the source brokers counted the mirrors' logins.
+    for dc in ("east", "west"):
+        line = re.search(rf"^  mirror {dc} \(source\) +{dc} EXTERNAL +SASL_SSL +cross-datacenter +(\d+) SCRAM-SHA-512 "
+                         r"logins$", out, re.MULTILINE)  # fmt: skip
+        assert line is not None and int(line[1]) > 0, out
+        assert re.search(rf"^  mirror {dc} \(target\) +aggregate PLAINTEXT +PLAINTEXT +local *$", out, re.MULTILINE)
+    assert re.search(r"^  load nightly +aggregate PLAINTEXT +PLAINTEXT +local *$", out, re.MULTILINE), out
+    # The run directory's secrets are its owner's alone.
+    security = run_dir / "security"
+    assert security.stat().st_mode & 0o777 == 0o700
+    for secret in [*security.glob("passwords/*"), *security.glob("tls/*-key*.pem"), *security.glob("tls/*keystore*")]:
+        assert secret.stat().st_mode & 0o077 == 0, secret
     # The loader's report agrees with the files (checked by the demo) and is where status finds it.
     summary = json.loads((run_dir / "loads" / "nightly.json").read_text())
     assert summary["records"] == 2 * EVENTS

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,8 +105,15 @@ def test_production_groups_and_placement() -> None:
         ("euw1", 1, 9410),
         ("euw1", 2, 9411),
     ]
-    assert mirrors[0]["source"] == topology.clusters["us-east"].bootstrap
+    # Across datacenters on the source's EXTERNAL (SASL_SSL) listener; locally on the aggregate's.
+    assert mirrors[0]["source"] == topology.clusters["us-east"].bootstrap_on("EXTERNAL")
     assert mirrors[0]["target"] == topology.clusters["aggregate"].bootstrap
+    assert mirrors[0]["source_security"] == {
+        "protocol": "SASL_SSL",
+        "user": "mirror-use1",
+        "mechanism": "SCRAM-SHA-512",
+    }
+    assert mirrors[0]["target_security"] == mirrors[0]["source_security"]
     assert mirrors[0]["exclude"] == "^__.*"
     # The load runs in the datacenter with Hadoop access, on a host of its cluster.
     assert group_hosts(inventory, "loader") == ["kafka1.agg.example.net"]
@@ -113,6 +121,7 @@ def test_production_groups_and_placement() -> None:
     assert job["output"] == "hdfs://namenode.agg.example.net:8020/data/tributary/activity"
     assert job["master"] == "yarn"
     assert job["summary_json"] == "/var/lib/tributary/loads/nightly.json"
+    assert job["security"] == {"protocol": "SASL_SSL", "user": "loader-nightly", "mechanism": "SCRAM-SHA-512"}
     # A three-server ensemble: myid follows the order of the servers.
     zk2 = hostvars["zk2.euw1.example.net"]["zookeeper_instances"]
     assert [(z["name"], z["myid"], z["port"]) for z in zk2] == [("eu-west", 2, 2181)]
@@ -121,6 +130,20 @@ def test_production_groups_and_placement() -> None:
     assert broker["zookeeper"] == topology.clusters["us-east"].zookeeper_connect
     assert broker["settings"]["num.partitions"] == 12
     assert (broker["id"], broker["metrics_port"], broker["datacenter"]) == (3, 9308, "us-east")
+    assert broker["listeners"] == [
+        {"name": "INTERNAL", "protocol": "PLAINTEXT", "port": 9092},
+        {"name": "EXTERNAL", "protocol": "SASL_SSL", "port": 9094},
+    ]
+    assert (broker["tls"], broker["inter_broker_user"], broker["super_users"]) == (
+        True, None, ["User:admin", "User:ANONYMOUS"]
+    )  # fmt: skip
+    # Each cluster's users and ACLs go with its first broker's host, to be created before it starts.
+    principals = hostvars["kafka1.agg.example.net"]["broker_cluster_principals"]
+    assert [(p["cluster"], p["users"]) for p in principals] == [
+        ("aggregate", ["broker-aggregate", "admin", "mirror-use1", "mirror-euw1", "loader-nightly"])
+    ]
+    assert principals[0]["grants"][-1][:2] == ["--allow-principal", "User:loader-nightly"]
+    assert "broker_cluster_principals" not in hostvars["kafka2.agg.example.net"]
     # Real host names: Ansible connects to them over SSH as usual.
     assert all("ansible_connection" not in v for v in hostvars.values())
 
@@ -181,3 +204,31 @@ def test_a_host_in_two_datacenters_is_refused(tmp_path: Path) -> None:
     result = run_script("--topology", str(clash), "--list")
     assert result.returncode == 1
     assert "host 127.0.1.1 would be in datacenters 'east' and 'aggregate' (mirror 'west')" in result.stderr
+
+
+def test_a_topology_without_listeners_deploys_plaintext_as_before(tmp_path: Path) -> None:
+    # deploy/examples/local.toml as it was before listeners had names: no listeners, no ports,
+    # no [security]. Every broker gets one PLAINTEXT listener (rendered as listen/advertise),
+    # no users or ACLs are made, and the mirrors and the load connect in plain text.
+    text = (EXAMPLES / "local.toml").read_text()
+    text = re.sub(r"^listeners = .*\n", "", text, flags=re.MULTILINE)
+    text = re.sub(r" ports = \{ EXTERNAL = \d+ \},", "", text)
+    text = re.sub(r"^\[security\]\n(?:[a-z_]+ = .*\n)+", "", text, flags=re.MULTILINE)
+    plain = tmp_path / "plain.toml"
+    plain.write_text(text)
+    assert not re.search(r"^(listeners|\[security\])|EXTERNAL = ", text, re.MULTILINE)
+    topology = load_topology(plain)
+    hostvars = ansible_inventory(SCRIPT, plain)["_meta"]["hostvars"]
+    brokers = [b for v in hostvars.values() for b in v.get("broker_instances", [])]
+    assert len(brokers) == sum(len(c.brokers) for c in topology.clusters.values())
+    for broker in brokers:
+        assert broker["listeners"] == [{"name": "PLAINTEXT", "protocol": "PLAINTEXT", "port": broker["port"]}]
+        assert (broker["named_listeners"], broker["tls"], broker["sasl_mechanism"]) == (False, False, None)
+        assert (broker["inter_broker_user"], broker["authorizer"]) == (None, False)
+    assert not any("broker_cluster_principals" in v for v in hostvars.values())
+    plaintext = {"protocol": "PLAINTEXT", "user": None, "mechanism": None}
+    for mirror in hostvars["127.0.3.1"]["mirror_instances"]:
+        assert mirror["source"] == topology.clusters[mirror["alias"]].bootstrap
+        assert mirror["source_security"] == mirror["target_security"] == plaintext
+    (job,) = hostvars["127.0.3.1"]["loader_jobs"]
+    assert (job["bootstrap"], job["security"]) == (topology.clusters["aggregate"].bootstrap, plaintext)

@@ -44,6 +44,16 @@ def test_local_example_loads() -> None:
     assert load.cluster == "aggregate"
     assert load.output == (repo / "warehouse").as_uri()
     assert load.metrics_file == repo / "run" / "local" / "loads" / "nightly.prom"
+    # East and west serve their datacenter in plain text and the others over SASL_SSL.
+    assert [(listener.name, listener.protocol) for listener in east.listeners] == [
+        ("INTERNAL", "PLAINTEXT"),
+        ("EXTERNAL", "SASL_SSL"),
+    ]
+    assert east.remote_listener == "EXTERNAL"
+    assert east.bootstrap_on("EXTERNAL") == "127.0.1.1:9192,127.0.1.2:9193,127.0.1.3:9194"
+    aggregate = topology.clusters["aggregate"]
+    assert [(listener.name, listener.protocol) for listener in aggregate.listeners] == [("PLAINTEXT", "PLAINTEXT")]
+    assert (topology.security.sasl_mechanism, topology.security.authorizer) == ("SCRAM-SHA-512", True)
 
 
 def test_production_example_loads() -> None:
@@ -99,6 +109,13 @@ output = "hdfs://nn:8020/x"
 
 def test_minimal_topology_defaults() -> None:
     topology = parse_topology(GOOD, Path("/etc/t.toml"))
+    # No listeners, no [security]: one PLAINTEXT listener on `port`, as before listeners had names.
+    east = topology.clusters["east"]
+    assert [(listener.name, listener.protocol) for listener in east.listeners] == [("PLAINTEXT", "PLAINTEXT")]
+    assert east.remote_listener == "PLAINTEXT"
+    assert not east.authenticates and not east.tls
+    assert dict(east.brokers[0].ports) == {"PLAINTEXT": 9092}
+    assert east.bootstrap_on("PLAINTEXT") == east.bootstrap
     mirror = topology.mirrors["west"]
     assert (mirror.topics, mirror.exclude, mirror.group, mirror.instances) == (".*", "", "tributary-mirror-west", 1)
     assert mirror.host == "127.0.3.1"  # placed with the target cluster
@@ -138,6 +155,23 @@ MISTAKES = [
     ("[mirrors.west]", "[mirrors.\"we.st\"]", "mirror alias name 'we.st' must be", 19),
     ("brokers = [{ id = 1, host = \"127.0.3.1\", port = 9092 }]", "brokers = []",
      "cluster 'agg' needs a non-empty list 'brokers'", 17),
+    ('datacenter = "east"', 'datacenter = "east"\nlisteners = { IN = "PLAINTEXT", WAN = "SASL_SSL" }',
+     "cluster 'east': broker 1 needs a port for listener WAN in 'ports'", 11),
+    ('datacenter = "east"', 'datacenter = "east"\nlisteners = { IN = "PLAINTEXT", WAN = "SASL" }',
+     "cluster 'east': listeners: WAN's protocol must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL", 7),
+    ('datacenter = "east"', 'datacenter = "east"\nlisteners = { in = "PLAINTEXT", IN = "SSL" }',
+     "cluster 'east': listeners: listener IN is named twice", 7),
+    ('datacenter = "east"', 'datacenter = "east"\nlisteners = {}', "cluster 'east': listeners must name at least", 7),
+    ('datacenter = "east"', 'datacenter = "east"\nremote_listener = "WAN"',
+     "cluster 'east': 'remote_listener' names unknown listener WAN", 7),
+    ("port = 9092 }", "port = 9092, ports = { WAN = 9192 } }", "cluster 'east': broker 1: 'ports' names unknown "
+     "listener WAN", 10),
+    ("port = 9092 }", "port = 9092, ports = { PLAINTEXT = 9192 } }", "listener PLAINTEXT is the first one: its port "
+     "is 'port'", 10),
+    ("[loads.nightly]", "[security]\nsasl_mechanism = \"GSSAPI\"\n[loads.nightly]",
+     "'security': 'sasl_mechanism' must be one of SCRAM-SHA-512, SCRAM-SHA-256, PLAIN, got 'GSSAPI'", 25),
+    ("[loads.nightly]", "[security]\nauthorizer = \"yes\"\n[loads.nightly]",
+     "'security': 'authorizer' must be true or false", 25),
     # TOML puts a key below a header into that table.
     ("[clusters.east]", "extra = 1\n[clusters.east]", "datacenter 'agg' has unknown key 'extra'", 5),
 ]  # fmt: skip
@@ -157,6 +191,39 @@ def test_duplicate_address_names_the_second_one() -> None:
     error = _error(GOOD.replace("port = 9093", "port = 9092").replace('host = "127.0.1.2"', 'host = "127.0.1.1"'))
     assert "cluster 'east' broker 2 and cluster 'east' broker 1 both listen on 127.0.1.1:9092" in str(error)
     assert error.line == 11
+
+
+SECURE = (
+    GOOD.replace(
+        'datacenter = "east"', 'datacenter = "east"\nlisteners = { internal = "PLAINTEXT", external = "SASL_SSL" }', 1
+    )
+    .replace("port = 9092 }", "port = 9092, ports = { EXTERNAL = 9192 } }", 1)
+    .replace("port = 9093,", "port = 9093, ports = { external = 9193 },")
+)
+
+
+def test_listeners_have_kafkas_names_and_ports_of_their_own() -> None:
+    east = parse_topology(SECURE, Path("/etc/t.toml")).clusters["east"]
+    assert [listener.name for listener in east.listeners] == ["INTERNAL", "EXTERNAL"]  # case-insensitive
+    assert east.local_listener.name == "INTERNAL"
+    assert east.remote_listener == "EXTERNAL"  # the first SASL_SSL listener
+    assert east.authenticates and east.tls
+    assert east.bootstrap == "127.0.1.1:9092,127.0.1.2:9093"
+    assert east.bootstrap_on("EXTERNAL") == "127.0.1.1:9192,127.0.1.2:9193"
+    named = parse_topology(
+        SECURE.replace('datacenter = "east"\n', 'datacenter = "east"\nremote_listener = "internal"\n', 1),
+        Path("/etc/t.toml"),
+    )
+    assert named.clusters["east"].remote_listener == "INTERNAL"
+
+
+def test_a_listener_port_taken_twice_is_named() -> None:
+    error = _error(
+        SECURE.replace("EXTERNAL = 9192", "EXTERNAL = 9093").replace('host = "127.0.1.2"', 'host = "127.0.1.1"')
+    )
+    assert "cluster 'east' broker 2 and cluster 'east' broker 1 listener EXTERNAL both listen on 127.0.1.1:9093" in str(
+        error
+    )
 
 
 def test_top_level_unknown_key_line() -> None:

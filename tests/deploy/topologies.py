@@ -25,22 +25,29 @@ def write_topology(
     brokers: int = 1,
     mirrors: bool = False,
     settings: str = "",
+    secure: bool = False,
 ) -> Path:
     """Datacenters with one ZooKeeper and ``brokers`` brokers each; the last one is the aggregate.
-    ``settings``: more broker settings for every cluster, as TOML inline-table entries."""
-    ports = iter(free_ports(len(datacenters) * (1 + 2 * brokers) + len(datacenters)))
+    ``settings``: more broker settings for every cluster, as TOML inline-table entries.
+    ``secure``: the source clusters get an EXTERNAL SASL_SSL listener besides their PLAINTEXT one,
+    so the mirrors read them over SASL_SSL (as deploy/examples/local.toml does)."""
+    ports = iter(free_ports(len(datacenters) * (1 + 3 * brokers) + len(datacenters)))
     lines = ["[local]", f'run_dir = "{path.parent / "run"}"', ""]
     for dc in datacenters:
         lines += [f"[datacenters.{dc}]", ""]
     for dc in datacenters:
+        external = secure and dc != datacenters[-1]
         lines += [
             f"[clusters.{dc}]",
             f'datacenter = "{dc}"',
             f'zookeeper = {{ servers = ["127.0.0.1:{next(ports)}"], chroot = "/tributary/{dc}" }}',
             f"topic_defaults = {{ {BROKER_SETTINGS}{', ' + settings if settings else ''} }}",
+            *(['listeners = { INTERNAL = "PLAINTEXT", EXTERNAL = "SASL_SSL" }'] if external else []),
             "brokers = [",
             *(
-                f'    {{ id = {i}, host = "127.0.0.1", port = {next(ports)}, metrics_port = {next(ports)} }},'
+                f'    {{ id = {i}, host = "127.0.0.1", port = {next(ports)}, metrics_port = {next(ports)}'
+                + (f", ports = {{ EXTERNAL = {next(ports)} }}" if external else "")
+                + " },"
                 for i in range(1, brokers + 1)
             ),
             "]",
