@@ -1,40 +1,50 @@
-"""Client throughput: Tributary's Trio client (ours) against confluent-kafka (librdkafka, theirs),
-on the same Tributary broker, in the same run.
+"""Client throughput: Tributary's Trio client (ours) against the Python peers kafka-python and
+aiokafka, and against confluent-kafka (librdkafka, in C), on the same Tributary broker, in the
+same run.
 
 One ZooKeeper and one Tributary broker (``tributary broker``, see ``processes.py``) run as
-child processes on loopback; both clients live in this process and take turns, round after
-round (rotating who goes first), so drift on the shared machine hits both. Figures are
-medians over rounds (one untimed warm-up before); the ratio is the median of the
-per-round ratios ours/theirs. Client CPU is this process's user+system time per message
-(librdkafka's own threads included); broker CPU comes from ``/proc/<pid>/stat``.
+child processes on loopback; every client lives in this process (kafka-python's sender and
+librdkafka's threads included) and they take turns, round after round (rotating who goes
+first), so drift on the shared machine hits all. Figures are medians over rounds (one untimed
+warm-up before, none with ``--quick``); each ratio is the median of the per-round ratios
+ours/peer, for throughput and for client CPU per message. Client CPU is this process's
+user+system time per message; broker CPU comes from ``/proc/<pid>/stat``.
+
+Every client gets the same settings, in its own words (:class:`ProduceSettings` and the
+``consumer_settings_*`` functions): acks=1 without idempotence, the same codec, batch size and
+linger, 32 MiB of buffer and 1 MiB requests, five requests in flight per broker (aiokafka has
+no such setting: it keeps one); fetches of up to 50 MiB and 1 MiB per partition, long polls of
+500 ms, CRCs checked (librdkafka's default is off), at most 500 records per poll. librdkafka's
+consumer gets ``fetch.queue.backoff.ms=0`` and a large ``queued.min.messages``: with its
+defaults it stops fetching for a second whenever its prefetch queue is full, and a benchmark
+measures that timer instead of the client (FIELD-NOTES).
 
 Shapes (``--shapes`` picks; each is a function in :data:`SHAPES` that returns the jobs of
-its contenders, so the consumer's shapes plug in next to the producer's):
+its contenders):
 
-* ``produce-200B``: 200-byte JSON values, no compression, acks=1, one partition,
-  16 KiB batches, linger 5 ms, no idempotence (librdkafka's default): ours sends with
-  ``await producer.enqueue(...)`` in a loop and ``flush()``es at the end; theirs calls
-  ``produce()`` (``poll(0)`` when its queue is full) and ``flush()``.
-* ``produce-1KiB-zstd``: 1 KiB JSON values, zstd, 64 KiB batches, linger 20 ms, acks=1.
-
-Consumer shapes (contenders: ours with ``poll()``, ours with ``async for``, theirs):
-
+* ``produce-200B``: 200-byte JSON values, no compression, one partition, 16 KiB batches,
+  linger 5 ms: ours ``await producer.enqueue(...)`` in a loop then ``flush()``; kafka-python
+  ``send()`` then ``flush()``; aiokafka ``await send()`` then ``flush()``; confluent-kafka
+  ``produce()`` (``poll()`` while its queue is full) then ``flush()``. One topic per client.
+* ``produce-1KiB-zstd``: 1 KiB JSON values, zstd, 64 KiB batches, linger 20 ms.
 * ``consume-200B``, ``consume-1KiB-zstd``: the produce shapes' values and batches, preloaded
-  once (untimed) into one partition and read from offset 0 with default fetch settings:
-  ours ``assign`` + ``poll()`` (or ``async for``); theirs ``assign`` + ``consume(10000)``
-  with ``fetch.queue.backoff.ms=10`` (its 1 s default idles a consumer that falls behind
-  its prefetch queue). Each contender touches every value (``len``).
-* ``rebalance-8-range``, ``rebalance-8-cooperative``: eight members of a fresh group share
-  24 partitions; one closes; the time from its LeaveGroup (right after its revoke
-  callback) to the other seven owning every partition again, from their assign callbacks.
-  heartbeat.interval.ms is 1000 for both (the others hear of the rebalance at their next
-  heartbeat, so that bounds the figure from below on average). Reported apart, in ms.
+  once (untimed) into one partition and read from offset 0, each contender touching every
+  value (``len``): ours ``assign`` + ``seek`` + ``poll()`` (and, as a second row, ``async
+  for``); kafka-python ``assign`` + ``seek`` + ``poll()``; aiokafka ``assign`` + ``seek`` +
+  ``getmany()``; confluent-kafka ``assign`` + ``consume(500)``.
+* ``rebalance-8-range``, ``rebalance-8-cooperative`` (ours and confluent-kafka): eight members
+  of a fresh group share 24 partitions; one closes; the time from its LeaveGroup (right after
+  its revoke callback) to the other seven owning every partition again, from their assign
+  callbacks. heartbeat.interval.ms is 1000 for both. Reported apart, in ms.
 
-The goal (checked at the end): ours/theirs >= 0.5 on every produce and consume shape
-(``poll()``). Run from the repository root (about 2 minutes; ``--quick`` about 15 s)::
+The goals (checked at the end, one ``ratio`` line per shape): ours at least 3x kafka-python
+and aiokafka, and (the first client issue's) 0.5x librdkafka. Run from the repository root
+(about 10 minutes; ``--quick``, the throughput shapes with small counts and one round, about
+30 s)::
 
-    .venv/bin/python -m bench.bench_client [--quick] [--shapes S,...] [--repeat N] [--json]
-        [--profile]        # run our side under cProfile, print its hot spots
+    .venv/bin/python -m bench.bench_client [--quick] [--shapes S,...] [--contenders C,...]
+        [--repeat N] [--json]
+        [--profile]        # run our side under cProfile (CPU time), print its hot spots
 
 Progress goes to stderr.
 """
@@ -42,6 +52,7 @@ Progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import gc
 import importlib.metadata
@@ -61,10 +72,14 @@ from typing import Any
 
 import confluent_kafka
 import trio
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition as AIOTopicPartition
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
 
 from tributary.client.consumer.consumer import Consumer
 from tributary.client.producer.producer import Producer, RecordHandle
@@ -78,7 +93,17 @@ from .processes import Tributary, ZooKeeper, cpu_seconds
 
 SMALL = 200
 LARGE = 1024
-GOAL = 0.5
+
+#: The contenders, by the names the tables use.
+OURS = "tributary"
+OURS_ASYNC_FOR = "tributary async-for"
+KAFKA_PYTHON = "kafka-python"
+AIOKAFKA = "aiokafka"
+LIBRDKAFKA = "confluent-kafka"
+PEERS = (KAFKA_PYTHON, AIOKAFKA, LIBRDKAFKA)
+#: The least ours/peer throughput ratio on every shape: 3x the pure-Python clients (issue 19);
+#: librdkafka, a C library, is the second column (0.5x was the first client issue's goal).
+GOALS: dict[str, float] = {KAFKA_PYTHON: 3.0, AIOKAFKA: 3.0, LIBRDKAFKA: 0.5}
 
 
 @dataclass
@@ -104,8 +129,85 @@ class Context:
 
 #: A contender's name and its timed job.
 Job = tuple[str, Callable[[], Sample]]
-#: A shape: sets up its topics, warms up, returns (reference contender, jobs).
-ShapeFunction = Callable[[Context], tuple[str, list[Job]]]
+#: A shape: sets up its topics and returns its contenders' jobs.
+ShapeFunction = Callable[[Context], list[Job]]
+
+
+# --- the peers' settings ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProduceSettings:
+    """One producer configuration, said in each client's own words by the methods below:
+    acks=1, no idempotence, the same codec, batch size, linger, buffer and request sizes,
+    and (where the client has the setting) five requests in flight per broker."""
+
+    codec: str  # "none" or "zstd"
+    batch_bytes: int
+    linger_ms: int
+
+    def ours(self) -> dict[str, Any]:
+        return {"acks": 1, "enable_idempotence": False, "compression": self.codec, "batch_bytes": self.batch_bytes,
+                "linger_ms": self.linger_ms, "buffer_memory": BUFFER_MEMORY, "max_request_size": MAX_REQUEST,
+                "max_in_flight": MAX_IN_FLIGHT}  # fmt: skip
+
+    def kafka_python(self) -> dict[str, Any]:
+        # kafka-python 3 has no buffer_memory: its accumulator grows as the application sends.
+        return {"acks": 1, "enable_idempotence": False, "compression_type": _codec_or_none(self.codec),
+                "batch_size": self.batch_bytes, "linger_ms": self.linger_ms,
+                "max_request_size": MAX_REQUEST, "max_in_flight_requests_per_connection": MAX_IN_FLIGHT}  # fmt: skip
+
+    def aiokafka(self) -> dict[str, Any]:
+        # aiokafka has no buffer or in-flight setting: it keeps one request in flight per
+        # broker and one batch being filled per partition (send() waits while that one is full).
+        return {"acks": 1, "enable_idempotence": False, "compression_type": _codec_or_none(self.codec),
+                "max_batch_size": self.batch_bytes, "linger_ms": self.linger_ms,
+                "max_request_size": MAX_REQUEST}  # fmt: skip
+
+    def librdkafka(self) -> dict[str, Any]:
+        return {"acks": 1, "enable.idempotence": False, "compression.type": self.codec,
+                "batch.size": self.batch_bytes, "linger.ms": self.linger_ms,
+                "queue.buffering.max.kbytes": BUFFER_MEMORY // 1024, "message.max.bytes": MAX_REQUEST,
+                "max.in.flight.requests.per.connection": MAX_IN_FLIGHT}  # fmt: skip
+
+
+#: What every consumer is given (Kafka's defaults, said once): fetches of up to 50 MiB and
+#: 1 MiB per partition, long polls of 500 ms, CRCs checked, 500 records per poll at most.
+FETCH_MAX_BYTES = 50 * 1024 * 1024
+PARTITION_FETCH_BYTES = 1024 * 1024
+FETCH_MAX_WAIT_MS = 500
+MAX_POLL_RECORDS = 500
+BUFFER_MEMORY = 32 * 1024 * 1024
+MAX_REQUEST = 1024 * 1024
+MAX_IN_FLIGHT = 5
+
+
+def _codec_or_none(codec: str) -> str | None:
+    return None if codec == "none" else codec
+
+
+def consumer_settings_ours() -> dict[str, Any]:
+    return {"auto_offset_reset": "earliest", "fetch_max_bytes": FETCH_MAX_BYTES,
+            "max_partition_fetch_bytes": PARTITION_FETCH_BYTES, "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
+            "max_poll_records": MAX_POLL_RECORDS, "check_crcs": True}  # fmt: skip
+
+
+def consumer_settings_python() -> dict[str, Any]:
+    """kafka-python's and aiokafka's (they share the names)."""
+    return {"group_id": None, "enable_auto_commit": False, "auto_offset_reset": "earliest",
+            "fetch_max_bytes": FETCH_MAX_BYTES, "max_partition_fetch_bytes": PARTITION_FETCH_BYTES,
+            "fetch_max_wait_ms": FETCH_MAX_WAIT_MS, "max_poll_records": MAX_POLL_RECORDS,
+            "check_crcs": True}  # fmt: skip
+
+
+def consumer_settings_librdkafka() -> dict[str, Any]:
+    # librdkafka stops fetching for fetch.queue.backoff.ms (default 1 s) whenever its prefetch
+    # queue holds queued.min.messages: with the defaults a consumer that falls behind measures
+    # that timer, not the client (FIELD-NOTES). check.crcs is off by default there: on, as the others.
+    return {"group.id": "bench-unused", "enable.auto.commit": False, "enable.partition.eof": False,
+            "fetch.max.bytes": FETCH_MAX_BYTES, "max.partition.fetch.bytes": PARTITION_FETCH_BYTES,
+            "fetch.wait.max.ms": FETCH_MAX_WAIT_MS, "check.crcs": True, "fetch.queue.backoff.ms": 0,
+            "queued.min.messages": 1_000_000}  # fmt: skip
 
 
 # --- producing ---------------------------------------------------------------------------
@@ -124,9 +226,60 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
     raise TimeoutError(f"topic {topic} has no leader")
 
 
-def produce_theirs(bootstrap: str, topic: str, values: Sequence[bytes], count: int, config: dict[str, Any]) -> Sample:
+def produce_librdkafka(
+    bootstrap: str, topic: str, values: Sequence[bytes], count: int, config: dict[str, Any]
+) -> Sample:
     seconds = common.confluent_produce(bootstrap, topic, values, count, config, label="confluent-kafka")
     return Sample(seconds, count, count * len(values[0]))
+
+
+def produce_kafka_python(
+    bootstrap: str, topic: str, values: Sequence[bytes], count: int, config: dict[str, Any]
+) -> Sample:
+    """kafka-python's KafkaProducer: ``send()`` in a loop (its sender is a thread of this
+    process, so its CPU counts), then ``flush()``; one future in 1000 checked afterwards."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **config)
+    producer.partitions_for(topic)  # connected, metadata known: not timed
+    send, n = producer.send, len(values)
+    kept = []
+    start = time.perf_counter()
+    for i in range(count):
+        future = send(topic, values[i % n])
+        if not i % 1000:
+            kept.append(future)
+    producer.flush()
+    seconds = time.perf_counter() - start
+    for each in (*kept, future):
+        each.get(timeout=30)  # raises the error of a failed batch
+    producer.close()
+    return Sample(seconds, count, count * len(values[0]))
+
+
+async def _produce_aiokafka(
+    bootstrap: str, topic: str, values: Sequence[bytes], count: int, config: dict[str, Any]
+) -> Sample:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **config)
+    await producer.start()
+    try:
+        await producer.partitions_for(topic)  # connected, metadata known: not timed
+        send, n = producer.send, len(values)
+        kept = []
+        start = time.perf_counter()
+        for i in range(count):
+            future = await send(topic, values[i % n])
+            if not i % 1000:
+                kept.append(future)
+        await producer.flush()
+        seconds = time.perf_counter() - start
+        for each in (*kept, future):
+            await each  # raises the error of a failed batch
+    finally:
+        await producer.stop()
+    return Sample(seconds, count, count * len(values[0]))
+
+
+def produce_aiokafka(bootstrap: str, topic: str, values: Sequence[bytes], count: int, config: dict[str, Any]) -> Sample:
+    return asyncio.run(_produce_aiokafka(bootstrap, topic, values, count, config))
 
 
 async def _produce_ours(  # noqa: PLR0917 (trio.run passes arguments by position)
@@ -163,70 +316,56 @@ def produce_ours(ctx: Context, topic: str, values: Sequence[bytes], count: int, 
 
 
 def produce_shape(
-    name: str, values: Callable[[Context], Sequence[bytes]], counts: tuple[int, int], ours: dict[str, Any],
-    theirs: dict[str, Any],
-) -> ShapeFunction:  # fmt: skip
-    """A produce shape: the same settings for both clients, one topic each."""
+    name: str, values: Callable[[Context], Sequence[bytes]], counts: tuple[int, int], settings: ProduceSettings
+) -> ShapeFunction:
+    """A produce shape: the same settings for every client, one topic each."""
 
-    def shape(ctx: Context) -> tuple[str, list[Job]]:
+    def shape(ctx: Context) -> list[Job]:
         data = values(ctx)
         count = counts[0] if ctx.quick else counts[1]
-        ours_topic, theirs_topic = f"{name}-ours", f"{name}-theirs"
-        create_topic(ctx.bootstrap, ours_topic)
-        create_topic(ctx.bootstrap, theirs_topic)
-        return "confluent-kafka", [
-            ("tributary", lambda: produce_ours(ctx, ours_topic, data, count, ours)),
-            ("confluent-kafka", lambda: produce_theirs(ctx.bootstrap, theirs_topic, data, count, theirs)),
+        topics = {who: f"{name}-{who}" for who in (OURS, *PEERS)}
+        for topic in topics.values():
+            create_topic(ctx.bootstrap, topic)
+        b = ctx.bootstrap
+        return [
+            (OURS, lambda: produce_ours(ctx, topics[OURS], data, count, settings.ours())),
+            (KAFKA_PYTHON, lambda: produce_kafka_python(b, topics[KAFKA_PYTHON], data, count, settings.kafka_python())),
+            (AIOKAFKA, lambda: produce_aiokafka(b, topics[AIOKAFKA], data, count, settings.aiokafka())),
+            (LIBRDKAFKA, lambda: produce_librdkafka(b, topics[LIBRDKAFKA], data, count, settings.librdkafka())),
         ]
 
     return shape
 
 
-def same_producers(codec: str, batch_bytes: int, linger_ms: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Tributary's producer settings and librdkafka's for the same producer: acks=1, no
-    idempotence, the same codec, batch size and linger."""
-    ours = {"acks": 1, "compression": codec, "batch_bytes": batch_bytes, "linger_ms": linger_ms}
-    theirs = {
-        "acks": 1, "enable.idempotence": False, "compression.type": codec, "batch.size": batch_bytes,
-        "linger.ms": linger_ms,
-    }  # fmt: skip
-    return ours, theirs
-
-
 SHAPES: dict[str, ShapeFunction] = {
     "produce-200B": produce_shape(
-        "produce-200B", lambda ctx: ctx.small, (20_000, 300_000), *same_producers("none", 16384, 5)
+        "produce-200B", lambda ctx: ctx.small, (10_000, 300_000), ProduceSettings("none", 16384, 5)
     ),
     "produce-1KiB-zstd": produce_shape(
-        "produce-1KiB-zstd", lambda ctx: ctx.large, (5_000, 100_000), *same_producers("zstd", 65536, 20)
+        "produce-1KiB-zstd", lambda ctx: ctx.large, (3_000, 100_000), ProduceSettings("zstd", 65536, 20)
     ),
 }
-#: The least ours/reference ratio each shape should reach.
-GOALS: dict[str, float] = {"produce-200B": GOAL, "produce-1KiB-zstd": GOAL}
 
 
 # --- consuming (the consumer's shapes) ----------------------------------------------------
 
 
-def preload(bootstrap: str, topic: str, values: Sequence[bytes], count: int, config: dict[str, Any]) -> None:
+def preload(bootstrap: str, topic: str, values: Sequence[bytes], count: int, settings: ProduceSettings) -> None:
     """Fill ``topic`` (partition 0) with ``count`` values through confluent-kafka, untimed."""
-    produce_theirs(bootstrap, topic, values, count, {"acks": 1, "enable.idempotence": False, **config})
+    produce_librdkafka(bootstrap, topic, values, count, settings.librdkafka())
 
 
-def consume_theirs(bootstrap: str, topic: str, count: int, config: dict[str, Any]) -> Sample:
+def consume_librdkafka(bootstrap: str, topic: str, count: int) -> Sample:
     """confluent-kafka's Consumer: assign partition 0 from offset 0, ``consume()`` batches
     until ``count`` messages, touching each value."""
-    consumer = ConfluentConsumer({
-        "bootstrap.servers": bootstrap, "group.id": "bench-unused", "enable.auto.commit": False,
-        "enable.partition.eof": False, **config,
-    })  # fmt: skip
+    consumer = ConfluentConsumer({"bootstrap.servers": bootstrap, **consumer_settings_librdkafka()})
     consumer.list_topics(topic, timeout=10)  # connected, metadata known: not timed
     got = nbytes = 0
     start = time.perf_counter()
     consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
     while got < count:
         # Never more than what is left: consume() waits for the whole batch or the timeout.
-        for message in consumer.consume(min(10_000, count - got), 1.0):
+        for message in consumer.consume(min(MAX_POLL_RECORDS, count - got), 1.0):
             if message.error() is not None:
                 raise RuntimeError(f"confluent-kafka: {message.error()}")
             got += 1
@@ -236,11 +375,55 @@ def consume_theirs(bootstrap: str, topic: str, count: int, config: dict[str, Any
     return Sample(seconds, got, nbytes)
 
 
-async def _consume_ours(  # noqa: PLR0917 (trio.run passes arguments by position)
-    bootstrap: str, topic: str, count: int, settings: dict[str, Any], iterate: bool,
-    profile: cProfile.Profile | None,
+def consume_kafka_python(bootstrap: str, topic: str, count: int) -> Sample:
+    """kafka-python's KafkaConsumer: assign and seek to 0, ``poll()`` until ``count``."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, **consumer_settings_python())
+    consumer.partitions_for_topic(topic)  # connected, metadata known: not timed
+    tp = KafkaTopicPartition(topic, 0)
+    got = nbytes = 0
+    start = time.perf_counter()
+    consumer.assign([tp])
+    consumer.seek(tp, 0)
+    while got < count:
+        for records in consumer.poll(timeout_ms=1000).values():
+            for record in records:
+                got += 1
+                nbytes += len(record.value or b"")
+    seconds = time.perf_counter() - start
+    consumer.close()
+    return Sample(seconds, got, nbytes)
+
+
+async def _consume_aiokafka(bootstrap: str, topic: str, count: int) -> Sample:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **consumer_settings_python())
+    await consumer.start()
+    try:
+        await consumer.topics()  # connected, metadata known: not timed
+        tp = AIOTopicPartition(topic, 0)
+        got = nbytes = 0
+        start = time.perf_counter()
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        while got < count:
+            for records in (await consumer.getmany(timeout_ms=1000)).values():
+                for record in records:
+                    got += 1
+                    nbytes += len(record.value or b"")
+        seconds = time.perf_counter() - start
+    finally:
+        await consumer.stop()
+    return Sample(seconds, got, nbytes)
+
+
+def consume_aiokafka(bootstrap: str, topic: str, count: int) -> Sample:
+    """aiokafka's AIOKafkaConsumer: assign and seek to 0, ``getmany()`` until ``count``."""
+    return asyncio.run(_consume_aiokafka(bootstrap, topic, count))
+
+
+async def _consume_ours(
+    bootstrap: str, topic: str, count: int, iterate: bool, profile: cProfile.Profile | None,
 ) -> Sample:  # fmt: skip
-    async with Consumer(bootstrap, auto_offset_reset="earliest", **settings) as consumer:
+    async with Consumer(bootstrap, **consumer_settings_ours()) as consumer:
         got = nbytes = 0
         if profile is not None:
             profile.enable()
@@ -264,28 +447,28 @@ async def _consume_ours(  # noqa: PLR0917 (trio.run passes arguments by position
     return Sample(seconds, got, nbytes)
 
 
-def consume_ours(ctx: Context, topic: str, count: int, settings: dict[str, Any], iterate: bool) -> Sample:
-    return trio.run(_consume_ours, ctx.bootstrap, topic, count, settings, iterate, ctx.profile)
+def consume_ours(ctx: Context, topic: str, count: int, iterate: bool) -> Sample:
+    return trio.run(_consume_ours, ctx.bootstrap, topic, count, iterate, ctx.profile)
 
 
 def consume_shape(
-    name: str, values: Callable[[Context], Sequence[bytes]], counts: tuple[int, int], load: dict[str, Any],
-) -> ShapeFunction:  # fmt: skip
+    name: str, values: Callable[[Context], Sequence[bytes]], counts: tuple[int, int], load: ProduceSettings
+) -> ShapeFunction:
     """A consume shape: one topic, preloaded once, read from offset 0 by each contender."""
 
-    def shape(ctx: Context) -> tuple[str, list[Job]]:
+    def shape(ctx: Context) -> list[Job]:
         count = counts[0] if ctx.quick else counts[1]
         topic = f"{name}-data"
         create_topic(ctx.bootstrap, topic)
         log(f"shape {name}: preloading {count:,} messages")
         preload(ctx.bootstrap, topic, values(ctx), count, load)
-        # librdkafka's default fetch.queue.backoff.ms (1 s) idles it whenever the
-        # application falls behind its prefetch queue; 10 ms as in bench_broker.
-        theirs = {"fetch.queue.backoff.ms": 10}
-        return "confluent-kafka", [
-            ("tributary", lambda: consume_ours(ctx, topic, count, {}, iterate=False)),
-            ("tributary async-for", lambda: consume_ours(ctx, topic, count, {}, iterate=True)),
-            ("confluent-kafka", lambda: consume_theirs(ctx.bootstrap, topic, count, theirs)),
+        b = ctx.bootstrap
+        return [
+            (OURS, lambda: consume_ours(ctx, topic, count, iterate=False)),
+            (OURS_ASYNC_FOR, lambda: consume_ours(ctx, topic, count, iterate=True)),
+            (KAFKA_PYTHON, lambda: consume_kafka_python(b, topic, count)),
+            (AIOKAFKA, lambda: consume_aiokafka(b, topic, count)),
+            (LIBRDKAFKA, lambda: consume_librdkafka(b, topic, count)),
         ]
 
     return shape
@@ -293,15 +476,12 @@ def consume_shape(
 
 SHAPES.update({
     "consume-200B": consume_shape(
-        "consume-200B", lambda ctx: ctx.small, (20_000, 300_000),
-        {"compression.type": "none", "batch.size": 16384, "linger.ms": 5},
+        "consume-200B", lambda ctx: ctx.small, (10_000, 300_000), ProduceSettings("none", 16384, 5)
     ),
     "consume-1KiB-zstd": consume_shape(
-        "consume-1KiB-zstd", lambda ctx: ctx.large, (5_000, 100_000),
-        {"compression.type": "zstd", "batch.size": 65536, "linger.ms": 20},
+        "consume-1KiB-zstd", lambda ctx: ctx.large, (3_000, 100_000), ProduceSettings("zstd", 65536, 20)
     ),
 })  # fmt: skip
-GOALS.update({"consume-200B": GOAL, "consume-1KiB-zstd": GOAL})
 
 
 # --- rebalancing (the consumer's group shape) -----------------------------------------------
@@ -483,7 +663,6 @@ def render_rebalances(rebalances: dict[str, dict[str, list[float]]]) -> str:
 
 @dataclass
 class Result:
-    reference: str
     samples: dict[str, list[Sample]] = field(default_factory=dict)
 
 
@@ -499,26 +678,34 @@ def timed(job: Callable[[], Sample], broker: Tributary) -> Sample:
     return sample
 
 
-def run_shape(ctx: Context, name: str, rounds: int) -> Result:
-    reference, jobs = SHAPES[name](ctx)
-    result = Result(reference)
-    log(f"shape {name}: warm-up")
-    for _, job in jobs:
-        job()
+def run_shape(ctx: Context, name: str, rounds: int, contenders: Sequence[str]) -> Result:
+    jobs = [(who, job) for who, job in SHAPES[name](ctx) if who in contenders]
+    result = Result()
+    if not ctx.quick:
+        log(f"shape {name}: warm-up")
+        for _, job in jobs:
+            job()
     for r in range(rounds):
         for i in range(len(jobs)):
             who, job = jobs[(r + i) % len(jobs)]
             sample = timed(job, ctx.broker)
             result.samples.setdefault(who, []).append(sample)
-            log(f"  round {r + 1}/{rounds} {name:<18} {who:<16} {sample.messages / sample.seconds:>10,.0f} msgs/s"
+            log(f"  round {r + 1}/{rounds} {name:<18} {who:<20} {sample.messages / sample.seconds:>10,.0f} msgs/s"
                 f" ({sample.seconds:.2f} s)")  # fmt: skip
     return result
+
+
+def paired(ours: Sequence[Sample], theirs: Sequence[Sample]) -> float:
+    """Our throughput over theirs: the median of the per-round ratios."""
+    return statistics.median(
+        (t.seconds / t.messages) / (o.seconds / o.messages) for o, t in zip(ours, theirs, strict=True)
+    )
 
 
 def summary(results: dict[str, Result]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, result in results.items():
-        ref = result.samples[result.reference]
+        ours = result.samples.get(OURS)
         rows: dict[str, Any] = {}
         for who, samples in result.samples.items():
             row: dict[str, Any] = {
@@ -530,54 +717,67 @@ def summary(results: dict[str, Result]) -> dict[str, Any]:
                     s.broker_cpu / s.messages * 1e6 for s in samples if s.broker_cpu is not None
                 ),
             }
-            if who != result.reference:
-                row["ratio"] = statistics.median(
-                    (t.seconds / t.messages) / (o.seconds / o.messages) for o, t in zip(samples, ref, strict=True)
-                )
+            if ours is not None and who in PEERS:
+                # Throughput and CPU per message, ours against this peer's, round by round.
+                row["ours_over"] = paired(ours, samples)
+                row["cpu_over"] = statistics.median(
+                    (t.client_cpu / t.messages) / (o.client_cpu / o.messages)
+                    for o, t in zip(ours, samples, strict=True)
+                    if o.client_cpu > 0
+                ) if any(o.client_cpu > 0 for o in ours) else None  # fmt: skip
             rows[who] = row
-        ratio = rows["tributary"].get("ratio")
-        goal = GOALS.get(name)
-        out[name] = {
-            "reference": result.reference,
-            "contenders": rows,
-            "goal": goal,
-            "met": None if goal is None or ratio is None else ratio >= goal,
+        goals = {
+            peer: {"goal": goal, "ratio": rows[peer]["ours_over"], "met": rows[peer]["ours_over"] >= goal}
+            for peer, goal in GOALS.items()
+            if peer in rows and "ours_over" in rows[peer]
         }
+        out[name] = {"contenders": rows, "goals": goals}
     return out
 
 
 def render(document: dict[str, Any]) -> str:
     info = document["versions"]
     lines = [
-        "Client throughput: Tributary's client (ours) vs confluent-kafka (theirs), same broker, same run",
+        "Client throughput: Tributary's client (ours) vs kafka-python, aiokafka and confluent-kafka, "
+        "same broker, same run",
         common.machine_line(),
-        f"theirs: confluent-kafka {info['confluent-kafka']}; broker: tributary {info['tributary']} (one, loopback)",
-        "figures are medians over rounds; ours/theirs is the median of per-round ratios;",
-        "MB/s = 10^6 B of values per second; CPU = microseconds per message (client: this process)",
+        f"peers: kafka-python {info['kafka-python']}, aiokafka {info['aiokafka']}, confluent-kafka "
+        f"{info['confluent-kafka']}; broker: tributary {info['tributary']} (one, loopback)",
+        "figures are medians over rounds; ours/peer is the median of per-round throughput ratios "
+        f"(ours: {OURS}, poll()),",
+        "CPU ours/peer the same for client CPU per message (above 1: ours costs less);",
+        "MB/s = 10^6 B of values per second; CPU = microseconds per message (client: this process, all threads)",
         "",
     ]
     rows = []
     for name, shape in document["shapes"].items():
         for i, (who, row) in enumerate(shape["contenders"].items()):
-            ratio = row.get("ratio")
+            ratio, cpu = row.get("ours_over"), row.get("cpu_over")
             rows.append([
                 name if i == 0 else "", who, f"{row['msgs_per_s']:,.0f}", f"{row['MB_per_s']:,.1f}",
-                f"{ratio:.2f}x" if ratio is not None else "-", f"{row['client_cpu_us_per_msg']:.1f}",
-                f"{row['broker_cpu_us_per_msg']:.1f}", str(row["rounds"]),
+                f"{ratio:.2f}x" if ratio is not None else "-", f"{cpu:.2f}x" if cpu is not None else "-",
+                f"{row['client_cpu_us_per_msg']:.1f}", f"{row['broker_cpu_us_per_msg']:.1f}", str(row["rounds"]),
             ])  # fmt: skip
-    header = ["shape", "client", "msgs/s", "MB/s", "ours/theirs", "client CPU", "broker CPU", "rounds"]
+    header = ["shape", "client", "msgs/s", "MB/s", "ours/peer", "CPU ours/peer", "client CPU", "broker CPU", "rounds"]
     lines.append(common.table(header, rows, left=2))
-    goals = [(n, s) for n, s in document["shapes"].items() if s["goal"] is not None]
-    if goals:
-        lines.append("")
-        for name, shape in goals:
-            ratio = shape["contenders"]["tributary"].get("ratio", 0.0)
-            verdict = "met" if shape["met"] else "NOT met"
-            lines.append(f"goal {name}: ours/theirs {ratio:.2f}x >= {shape['goal']:.2f}x: {verdict}")
+    lines += ["", render_ratios(document["shapes"])]
     if document.get("rebalances"):
         lines += ["", render_rebalances(document["rebalances"])]
     if document.get("profile"):
         lines += ["", "cProfile of our side (cumulative, top entries):", document["profile"]]
+    return "\n".join(lines)
+
+
+def render_ratios(shapes: dict[str, Any]) -> str:
+    """One line per shape: ours over each peer, and whether the goals are met."""
+    lines = []
+    for name, shape in shapes.items():
+        cells = [
+            f"vs {peer} {g['ratio']:.2f}x (goal {g['goal']:.1f}x {'met' if g['met'] else 'NOT met'})"
+            for peer, g in shape["goals"].items()
+        ]
+        if cells:
+            lines.append(f"ratio {name}: " + "; ".join(cells))
     return "\n".join(lines)
 
 
@@ -589,26 +789,36 @@ def profile_summary(profile: cProfile.Profile, limit: int = 25) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small counts, one round: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="small counts, one round, no warm-up: a smoke run")
     known = [*SHAPES, *REBALANCES]
-    parser.add_argument("--shapes", default=",".join(known), help=f"comma-separated, any of: {', '.join(known)}")
+    parser.add_argument("--shapes", default=None, help=f"comma-separated, any of: {', '.join(known)} "
+                        "(default: all; with --quick the throughput shapes)")  # fmt: skip
+    everyone = [OURS, OURS_ASYNC_FOR, *PEERS]
+    parser.add_argument(
+        "--contenders", default=",".join(everyone), help=f"comma-separated, any of: {', '.join(everyone)}"
+    )
     parser.add_argument("--repeat", type=int, default=None, help="rounds per shape (default 5; 1 with --quick)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--profile", action="store_true", help="profile our side with cProfile and print hot spots")
     args = parser.parse_args(argv)
-    selected = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    default_shapes = list(SHAPES) if args.quick else known
+    selected = [s.strip() for s in args.shapes.split(",") if s.strip()] if args.shapes else default_shapes
     unknown = set(selected) - set(known)
     if unknown or not selected:
         parser.error(f"unknown or no shape(s): {', '.join(sorted(unknown))} (known: {', '.join(known)})")
+    contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    if set(contenders) - set(everyone) or not contenders:
+        parser.error(f"unknown or no contender(s) in {args.contenders!r} (known: {', '.join(everyone)})")
     rounds = args.repeat if args.repeat is not None else 1 if args.quick else 5
     if rounds < 1:
         parser.error("--repeat must be at least 1")
 
     log("building message values")
-    small = [value for batch in make_corpus(SMALL, 320, 8) for _, value, _ in batch]
-    large = [value for batch in make_corpus(LARGE, 64, 64) for _, value, _ in batch]
+    # Values sent in turn; a smoke run needs few (the full run's are 2,560 and 4,096).
+    small = [value for batch in make_corpus(SMALL, 320, 1 if args.quick else 8) for _, value, _ in batch]
+    large = [value for batch in make_corpus(LARGE, 64, 4 if args.quick else 64) for _, value, _ in batch]
     root = Path(tempfile.mkdtemp(prefix="bench-client-"))
-    profile = cProfile.Profile() if args.profile else None
+    profile = cProfile.Profile(time.thread_time) if args.profile else None
     started = time.monotonic()
     try:
         with ZooKeeper(root / "zookeeper") as zookeeper:
@@ -616,7 +826,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with Tributary(root / "tributary", zookeeper) as broker:
                 broker.start()
                 ctx = Context(broker.bootstrap, broker, args.quick, small, large, profile)
-                results = {name: run_shape(ctx, name, rounds) for name in selected if name in SHAPES}
+                results = {name: run_shape(ctx, name, rounds, contenders) for name in selected if name in SHAPES}
                 rebalances = {name: run_rebalance(ctx, name, rounds) for name in selected if name in REBALANCES}
     except (KafkaException, RuntimeError, TimeoutError, AssertionError, OSError) as exc:
         log(f"failed: {exc!r}; scratch directory kept: {root}")
@@ -627,6 +837,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": common.machine(),
         "versions": {
             "confluent-kafka": f"{confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]})",
+            "kafka-python": importlib.metadata.version("kafka-python"),
+            "aiokafka": importlib.metadata.version("aiokafka"),
             "tributary": importlib.metadata.version("tributary"),
         },
         "rounds": rounds,

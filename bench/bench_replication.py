@@ -29,7 +29,7 @@ Per shape, every round runs each path once, rotating which goes first:
 
 Dirty pages are written out (``sync``) before every timed job. The 1-minute load average is
 recorded every round: the machine is shared, so only ratios taken in the same rounds mean
-anything. Run from the repository root (about 6.5 minutes; ``--quick`` about 45 s)::
+anything. Run from the repository root (about 6.5 minutes; ``--quick`` about 20-30 s)::
 
     .venv/bin/python -m bench.bench_replication [--quick] [--repeat N] [--json] [--from-json F] [--keep]
 
@@ -107,8 +107,8 @@ class Path_:
 
 
 SHAPES = (
-    Shape("200B", 200, "none", messages=500_000, quick_messages=40_000),
-    Shape("1KiB-zstd", 1024, "zstd", messages=250_000, quick_messages=20_000),
+    Shape("200B", 200, "none", messages=500_000, quick_messages=10_000),
+    Shape("1KiB-zstd", 1024, "zstd", messages=250_000, quick_messages=5_000),
 )
 PATHS = (
     Path_("acks=1, RF 1", "plain", 1, "1"),
@@ -126,8 +126,8 @@ class Sizes:
 
     @staticmethod
     def pick(quick: bool, repeat: int | None) -> Sizes:
-        rounds = repeat if repeat is not None else 2 if quick else 7
-        return Sizes(rounds=rounds, latency_seconds=1.0 if quick else 2.0, quick=quick)
+        rounds = repeat if repeat is not None else 1 if quick else 7
+        return Sizes(rounds=rounds, latency_seconds=0.5 if quick else 2.0, quick=quick)
 
     def messages(self, shape: Shape) -> int:
         return shape.quick_messages if self.quick else shape.messages
@@ -543,8 +543,8 @@ def measure(root: Path, sizes: Sizes) -> tuple[Results, dict[str, dict[str, int]
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small counts, 2 rounds: a smoke run")
-    parser.add_argument("--repeat", type=int, default=None, help="rounds per shape (default 7; 2 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="small counts, 1 round: a smoke run")
+    parser.add_argument("--repeat", type=int, default=None, help="rounds per shape (default 7; 1 with --quick)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, data)")
     parser.add_argument("--from-json", type=Path, default=None, metavar="F", help="print the tables of a --json file")

@@ -24,7 +24,7 @@ from . import common
 from .bench_records import SHAPES, make_corpus, measure, ours_build
 
 DEFAULT_SECONDS = 2.5
-QUICK_SECONDS = 0.25
+QUICK_SECONDS = 0.1
 CODECS = tuple(Compression)
 #: The broker's default bound on one batch's inflated records (max.message.bytes x 100).
 LIMIT = 1048588 * 100

@@ -135,9 +135,14 @@ def _confluent_produce(
         value = values[i % n]
         try:
             send(topic, value)
-        except BufferError:
-            poll(0.01)
-            send(topic, value)
+        except BufferError:  # the queue is full (queue.buffering.max.*): wait for room
+            while True:
+                poll(0.01)
+                try:
+                    send(topic, value)
+                    break
+                except BufferError:
+                    continue
     left = producer.flush(120)
     seconds = time.perf_counter() - start
     requests = None
@@ -166,7 +171,7 @@ def settings(args: argparse.Namespace, *, default_seconds: float, quick_seconds:
         seconds=seconds,
         repeat=args.repeat,
         json=args.json,
-        min_round_seconds=0.001 if args.quick else 0.005,
+        min_round_seconds=0.0002 if args.quick else 0.005,
     )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tributary.protocol.headers import decode_response, encode_request
 from tributary.protocol.messages import ApiKey, MetadataRequest
+from tributary.testing.ports import free_port as testing_free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
@@ -36,9 +37,10 @@ START_TIMEOUT = 60.0
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free loopback port: from ``TRIBUTARY_TEST_PORTS`` when set (the test suite's workers
+    each have a range of their own, so a benchmark's smoke run never collides with a test),
+    else the kernel's pick."""
+    return testing_free_port()
 
 
 def peak_rss(pid: int) -> int | None:

@@ -34,7 +34,7 @@ from tributary.loader.manifest import build_manifest, by_topic
 from tributary.loader.options import LoadOptions
 from tributary.loader.plan import Bounds, Plan, list_bounds, make_plan, matching_topics, records_per_range
 from tributary.loader.session import start_session
-from tributary.loader.stage import StagedFile, describe_staging, write_staging
+from tributary.loader.stage import StagedFile, describe_staging, resolve_writer, write_staging
 from tributary.loader.state import StateStore, run_id
 from tributary.loader.summary import Summary, merge_gaps
 
@@ -148,12 +148,21 @@ class Loader:
             files: list[StagedFile] = []
             if plan.ranges:
                 started = time.monotonic()
-                write_staging(self.spark, plan, self.options.bootstrap, staging, self.options.security)
-                log.info("run %s: %d ranges read and staged in %.1f s", plan.run, len(plan.ranges), _since(started))
+                writer = resolve_writer(self.options.writer, self.options.output)
+                staged = write_staging(
+                    self.spark, plan, self.options.bootstrap, staging, self.fs,
+                    writer=writer, security=self.options.security,
+                )  # fmt: skip
+                log.info(
+                    "run %s: %d ranges read and staged in %.1f s (%s writer)",
+                    plan.run, len(plan.ranges), _since(started), writer,
+                )  # fmt: skip
                 hooks.reached("staged")
-                started = time.monotonic()
-                files = describe_staging(self.spark, self.fs, staging)
-                log.info("run %s: %d staged files described in %.1f s", plan.run, len(files), _since(started))
+                if staged is None:
+                    started = time.monotonic()
+                    staged = describe_staging(self.spark, self.fs, staging)
+                    log.info("run %s: %d staged files described in %.1f s", plan.run, len(staged), _since(started))
+                files = staged
             self.state.write_publish_list(plan.run, [f.to_json() for f in files])
         else:
             files = [StagedFile.from_json(f) for f in listed]

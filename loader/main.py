@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         "summary-json": args.summary_json,
         "metrics-file": args.metrics_file,
         "lease-timeout": args.lease_timeout,
+        "writer": args.writer,
         "command-config": args.command_config,
     }
     try:

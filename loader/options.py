@@ -36,6 +36,9 @@ DEFAULT_MAX_RECORDS_PER_TASK = 1_000_000
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
 #: Seconds a loader that stopped renewing its lease keeps the warehouse (see lease.py).
 DEFAULT_LEASE_TIMEOUT_S = 120.0
+#: Who writes the Parquet files (stage.py): the read tasks with pyarrow, Spark's own writer, or
+#: ``auto``: pyarrow for file:// outputs, Spark's writer for the others.
+WRITERS = ("auto", "arrow", "spark")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,7 @@ class LoadOptions:
     summary_json: Path | None = None
     metrics_file: Path | None = None
     lease_timeout: float = DEFAULT_LEASE_TIMEOUT_S
+    writer: str = "auto"
     #: TLS and SASL to the aggregate cluster ([security] or --command-config).
     security: SecurityConfig = PLAINTEXT
 
@@ -96,6 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a load that stopped renewing its lease on the warehouse loses it after this long "
         f"(default: {DEFAULT_LEASE_TIMEOUT_S:.0f})",
     )
+    parser.add_argument(
+        "--writer",
+        choices=WRITERS,
+        help="who writes the Parquet: the read tasks with pyarrow (arrow), Spark's writer (spark), or auto "
+        "(default: arrow for file:// outputs, spark for the others)",
+    )
     parser.add_argument("--config", metavar="FILE.toml", type=Path, help="TOML file with any of these settings")
     parser.add_argument(
         "--command-config",
@@ -123,6 +133,7 @@ _KEYS = (
     "summary-json",
     "metrics-file",
     "lease-timeout",
+    "writer",
     "command-config",
 )
 
@@ -223,6 +234,9 @@ def load_options(flags: Mapping[str, Any], config_file: Path | None = None) -> L
     allow_gaps = settings.get("allow-gaps", False)
     if not isinstance(allow_gaps, bool):
         raise LoadError(f"setting 'allow-gaps' must be true or false, got {allow_gaps!r}")
+    writer = settings.get("writer", "auto")
+    if writer not in WRITERS:
+        raise LoadError(f"setting 'writer' must be one of {', '.join(WRITERS)}, got {writer!r}")
     paths = {key: settings.get(key) for key in ("summary-json", "metrics-file")}
     for key, value in paths.items():
         if value is not None and not isinstance(value, str | Path):
@@ -242,5 +256,6 @@ def load_options(flags: Mapping[str, Any], config_file: Path | None = None) -> L
         summary_json=Path(paths["summary-json"]) if paths["summary-json"] is not None else None,
         metrics_file=Path(paths["metrics-file"]) if paths["metrics-file"] is not None else None,
         lease_timeout=_positive_seconds("lease-timeout", settings.get("lease-timeout", DEFAULT_LEASE_TIMEOUT_S)),
+        writer=writer,
         security=_security(settings),
     )

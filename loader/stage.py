@@ -1,16 +1,24 @@
-"""Read the planned ranges and write them as Parquet into the run's staging area,
-then describe every staged file (its rows, offsets, event times, hours) by
-reading back only the small columns."""
+"""Read the planned ranges and write them as Parquet into the run's staging area, and describe
+every staged file (its rows, offsets, event times, hours).
+
+Two writers (the ``writer`` setting): ``arrow``, where each read task writes its range's files
+with pyarrow and reports them (write.py), and ``spark``, Spark's own Parquet writer, after which
+a second job describes the staged files by reading back only the small columns. ``auto`` (the
+default) takes ``arrow`` for ``file://`` outputs and ``spark`` for the others (``hdfs://``
+through pyarrow needs libhdfs and Hadoop's classpath on every executor)."""
 
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from tributary.client.security.settings import PLAINTEXT, SecurityConfig
 from tributary.loader.errors import LoadError
@@ -18,9 +26,9 @@ from tributary.loader.hadoop import HadoopFS
 from tributary.loader.plan import Plan
 from tributary.loader.read import read_ranges
 from tributary.loader.schema import PARTITION_COLUMNS, RANGE_SCHEMA, SPARK_SCHEMA
+from tributary.loader.write import HIVE_NULL, PARQUET_COMPRESSION, WRITTEN_SCHEMA, write_ranges
 
-PARQUET_COMPRESSION = "zstd"
-_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_HIVE_NULL = HIVE_NULL
 _MS_PER_HOUR = 3_600_000
 
 
@@ -56,12 +64,35 @@ def data_uri(staging: str) -> str:
     return f"{staging}/data"
 
 
+def resolve_writer(writer: str, output: str) -> str:
+    """``arrow`` or ``spark`` for the ``writer`` setting and the output URI (``auto``: arrow for file://)."""
+    if writer != "auto":
+        return writer
+    return "arrow" if urlparse(output).scheme == "file" else "spark"
+
+
 def write_staging(
-    spark: SparkSession, plan: Plan, bootstrap: str, staging: str, security: SecurityConfig = PLAINTEXT
-) -> None:
-    """One Spark job: a task per range, fetched and decoded in executors, written as Parquet."""
+    spark: SparkSession,
+    plan: Plan,
+    bootstrap: str,
+    staging: str,
+    fs: HadoopFS,
+    *,
+    writer: str,
+    security: SecurityConfig = PLAINTEXT,
+) -> list[StagedFile] | None:
+    """One Spark job: a task per range, fetched and decoded in executors, written as Parquet.
+    With the ``arrow`` writer, the staged files (the tasks describe what they wrote); with
+    ``spark``, None: :func:`describe_staging` then reads them back."""
     rows = [(r.topic, r.partition, r.start, r.end) for r in plan.ranges]
     ranges = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), RANGE_SCHEMA)
+    if writer == "arrow":
+        spark.sparkContext.setJobDescription(f"tributary load {plan.run}: read {len(rows)} ranges into staging")
+        root = data_uri(staging)
+        written = ranges.mapInArrow(
+            functools.partial(write_ranges, bootstrap, security, root), WRITTEN_SPARK_SCHEMA
+        ).collect()
+        return staged_files(fs, [row.asDict() for row in written])
     records = ranges.mapInArrow(functools.partial(read_ranges, bootstrap, security), SPARK_SCHEMA)
     spark.sparkContext.setJobDescription(f"tributary load {plan.run}: read {len(rows)} ranges into staging")
     (
@@ -73,6 +104,33 @@ def write_staging(
         .option("compression", PARQUET_COMPRESSION)
         .parquet(data_uri(staging))
     )
+    return None
+
+
+#: What the arrow writer's tasks return, for Spark (the Arrow types of write.WRITTEN_SCHEMA).
+WRITTEN_SPARK_SCHEMA = T.StructType(
+    [
+        T.StructField(f.name, T.IntegerType() if f.type == pa.int32() else T.LongType() if f.type == pa.int64()
+                      else T.StringType())
+        for f in WRITTEN_SCHEMA
+    ]
+)  # fmt: skip
+
+
+def staged_files(fs: HadoopFS, written: list[dict[str, Any]]) -> list[StagedFile]:
+    """The StagedFiles of what the arrow writer's tasks wrote, with their published names."""
+    files = []
+    for w in written:
+        f = StagedFile(
+            staged=str(w["staged"]), published="", directory=str(w["directory"]), topic=str(w["topic"]),
+            source_datacenter=w["source_datacenter"], event_date=str(w["event_date"]), partition=int(w["partition"]),
+            first_offset=int(w["first_offset"]), last_offset=int(w["last_offset"]), rows=int(w["rows"]),
+            bytes=int(w["bytes"]), min_timestamp_ms=int(w["min_timestamp_ms"]),
+            max_timestamp_ms=int(w["max_timestamp_ms"]), hours=json.loads(w["hours"]),
+        )  # fmt: skip
+        f.published = fs.uri(f"{f.directory}/{published_name(f)}")
+        files.append(f)
+    return sorted(files, key=lambda f: f.published)
 
 
 def _directory_values(directory: str) -> dict[str, str | None]:

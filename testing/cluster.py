@@ -249,25 +249,31 @@ def wait_for_leaders(
 ) -> dict[int, int]:
     """partition -> leader, once every broker's Metadata gives each of ``topic``'s ``partitions``
     a live leader, the same in every view. (Brokers learn of a new topic, and of leadership
-    changes, from ZooKeeper each on its own: right after CreateTopics or a restart one may
-    already name the leader while another does not know it yet.)"""
+    changes, from ZooKeeper each on its own: right after CreateTopics, a restart or an election
+    one may already name the new leader while another still names the old one or none; the
+    views are asked again until they agree.)"""
     metadata = MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
     )
     deadline = time.monotonic() + timeout
-    views: list[dict[int, int]] = []
-    for broker in brokers:
-        while True:
-            response = request(broker.address, metadata, METADATA_VERSION)
-            (found,) = response.topics
-            live = {b.node_id for b in response.brokers}
-            leaders = {p.partition_index: p.leader_id for p in found.partitions}
-            if found.error_code == 0 and len(leaders) == partitions and set(leaders.values()) <= live:
-                views.append(leaders)
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"broker {broker.broker_id}: {topic} has partitions without a live leader: {found}")
-            time.sleep(0.05)
-    if any(view != views[0] for view in views):
-        raise AssertionError(f"the brokers disagree on the leaders of {topic}: {views}")
-    return views[0]
+    while True:
+        views: list[dict[int, int]] = []
+        for broker in brokers:
+            while True:
+                response = request(broker.address, metadata, METADATA_VERSION)
+                (found,) = response.topics
+                live = {b.node_id for b in response.brokers}
+                leaders = {p.partition_index: p.leader_id for p in found.partitions}
+                if found.error_code == 0 and len(leaders) == partitions and set(leaders.values()) <= live:
+                    views.append(leaders)
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"broker {broker.broker_id}: {topic} has partitions without a live leader: {found}"
+                    )
+                time.sleep(0.05)
+        if all(view == views[0] for view in views):
+            return views[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the brokers still disagree on the leaders of {topic}: {views}")
+        time.sleep(0.05)

@@ -1,7 +1,8 @@
 """Suite-wide fixtures: containers where Docker answers (tests/fixtures/containers.py), the ZooKeeper
 server (tests/fixtures/zookeeper.py) and its report header, the brokers, ``--long``
 (tests/fixtures/schedules.py), the suite spread over pytest-xdist's workers
-(tests/fixtures/xdist.py), and Spark's JVMs tuned for short runs (tests/fixtures/spark.py)."""
+(tests/fixtures/xdist.py), Spark's JVMs tuned for short runs (tests/fixtures/spark.py) and
+Hypothesis without deadlines (tests/fixtures/hypothesis_profile.py)."""
 
 pytest_plugins = [
     "tests.fixtures.containers",
@@ -10,4 +11,5 @@ pytest_plugins = [
     "tests.fixtures.schedules",
     "tests.fixtures.xdist",
     "tests.fixtures.spark",
+    "tests.fixtures.hypothesis_profile",
 ]

@@ -4,7 +4,7 @@ Decoding is the consumer's main cost (about three quarters of its CPU time on
 small records), and building a second object per record to add the topic and
 partition to the decoder's :class:`~protocol.records.Record` cost another
 sixth. So a :class:`ConsumerRecord` *is* a Record, made by the decoder itself
-(``iter_records(record_type=...)``), and what all records of a batch share
+(``decode_records(record_type=...)``), and what all records of a batch share
 (topic, partition, timestamp type, leader epoch) lives on a subclass made once
 per combination (:func:`record_type_for`) instead of in every record.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from tributary.protocol.records import Headers, Record, iter_records
+from tributary.protocol.records import Headers, Record, decode_records
 
 #: ``timestamp_type`` values, as in the batch attributes.
 CREATE_TIME = 0
@@ -96,9 +96,9 @@ def decode_batch(
 ) -> list[ConsumerRecord]:
     """The records of the batch at ``pos`` in ``buf``, those below ``skip_below`` left out
     (only the first batch of a fetch can start before the position)."""
-    records = iter_records(buf, pos, check_crc=check_crc, record_type=record_type)
+    records = decode_records(buf, pos, check_crc=check_crc, record_type=record_type)
     if skip_below is None:
-        return list(records)
+        return records
     return [r for r in records if r.offset >= skip_below]
 
 

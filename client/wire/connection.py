@@ -258,9 +258,15 @@ class BrokerConnection:
             raise self._lost_error()
         timeout = self.config.request_timeout if timeout is None else timeout
         deadline = trio.current_time() + timeout
-        with trio.move_on_at(deadline) as waiting:
-            await self._slots.acquire()
-        if waiting.cancelled_caught:
+        waiting: trio.CancelScope | None = None
+        try:
+            # A free slot is taken at once: no cancel scope and no trip through the scheduler
+            # (the wait for the answer below is this call's checkpoint).
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            with trio.move_on_at(deadline) as waiting:
+                await self._slots.acquire()
+        if waiting is not None and waiting.cancelled_caught:
             raise RequestTimedOutError(
                 f"{_api_name(api_key)} to broker {self._where()}: no free in-flight slot within {timeout:g} s "
                 f"({self.config.max_in_flight} requests in flight)",

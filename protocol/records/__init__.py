@@ -23,7 +23,7 @@ where a length of -1 means null. Varints are zig-zag encoded.
 
 The package is split by job: :mod:`.header` (the layout, reading, checking and
 patching headers: what brokers and mirrors use), :mod:`.codec` (decoding records:
-:func:`iter_records`, what consumers use) and :mod:`.builder` (:class:`BatchBuilder`,
+:func:`decode_records` and :func:`iter_records`, what consumers use) and :mod:`.builder` (:class:`BatchBuilder`,
 what producers use), :mod:`.control` (transaction markers), :mod:`.validate`
 (whether a batch's records agree with its header, what brokers check before
 appending), :mod:`.recompress` (a batch's records in another codec, for topics
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from tributary.protocol.compression import Compression
 from tributary.protocol.records.builder import BatchBuilder, Payload, build_batch
-from tributary.protocol.records.codec import Header, Headers, Record, iter_records
+from tributary.protocol.records.codec import Header, Headers, Record, decode_records, iter_records
 from tributary.protocol.records.control import ControlType, Marker, build_marker_batch, control_type, read_marker
 from tributary.protocol.records.header import (
     CODEC_MASK,
@@ -105,6 +105,7 @@ __all__ = [
     "complete_prefix_length",
     "compute_crc",
     "control_type",
+    "decode_records",
     "dense_batch",
     "empty_batch",
     "filtered_batch",

@@ -34,6 +34,21 @@ _VARINT_CACHED = 8192
 _VARINT_TABLE = tuple(encode_varint(value) for value in range(_VARINT_CACHED))
 
 
+_NO_ATTRIBUTES = b"\x00"
+_NULL = b"\x01"  # varint -1: a null key or value
+_NO_HEADERS = b"\x00"
+
+
+def _put_bytes(out: bytearray, data: Payload | None) -> None:
+    """A length-prefixed key or value (length -1 for null)."""
+    if data is None:
+        out += _NULL
+    else:
+        size = len(data)
+        out += _VARINT_TABLE[size] if size < _VARINT_CACHED else encode_varint(size)
+        out += data
+
+
 def _put_headers(out: bytearray, headers: Sequence[tuple[str, Payload | None]]) -> None:
     out += encode_varint(len(headers))
     for name, value in headers:
@@ -50,14 +65,16 @@ def _put_headers(out: bytearray, headers: Sequence[tuple[str, Payload | None]]) 
 class BatchBuilder:
     """Accumulates records into one v2 batch, as a producer does.
 
-    Records are encoded into a single buffer as they are appended; :meth:`build`
-    compresses that buffer once and prepends the header."""
+    Each record is encoded as it is appended, into a list of pieces (its varints from
+    tables, its key and value as given) that :meth:`build` joins once, compresses and
+    prefixes with the header. A record without headers is one ``list +=`` of a tuple:
+    no buffer of its own, no copy of its value until the join."""
 
     __slots__ = (
         "_base_timestamp",
-        "_body",
         "_count",
         "_max_timestamp",
+        "_parts",
         "base_offset",
         "base_sequence",
         "compression",
@@ -97,7 +114,8 @@ class BatchBuilder:
         self.is_control = is_control
         self.partition_leader_epoch = partition_leader_epoch
         self.timestamp_type = timestamp_type
-        self._body = bytearray()
+        #: The encoded records, in pieces.
+        self._parts: list[bytes] = []
         self._count = 0
         self._base_timestamp = 0
         self._max_timestamp = 0
@@ -110,7 +128,7 @@ class BatchBuilder:
     def estimated_size(self) -> int:
         """The batch's size if built now without compression: an upper bound
         on the compressed size for all but incompressible records."""
-        return HEADER_SIZE + len(self._body)
+        return HEADER_SIZE + sum(map(len, self._parts))
 
     def append(
         self,
@@ -120,7 +138,8 @@ class BatchBuilder:
         timestamp: int | None = None,
     ) -> int:
         """Adds a record; returns its offset delta. ``timestamp`` is in ms
-        since the epoch, now by default."""
+        since the epoch, now by default. Keys and values are copied (unless
+        they are ``bytes``, which cannot change), so the caller may reuse its buffers."""
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
         offset_delta = self._count
@@ -133,31 +152,45 @@ class BatchBuilder:
         # instead of a varint loop per field.
         cached = _VARINT_CACHED
         table = _VARINT_TABLE
-        record = bytearray(1)  # attributes: none defined
+        parts = self._parts
         delta = timestamp - self._base_timestamp
-        record += table[delta] if 0 <= delta < cached else encode_varint(delta)
-        record += table[offset_delta] if offset_delta < cached else encode_varint(offset_delta)
-        if key is None:
-            record.append(1)  # varint -1
-        else:
-            size = len(key)
-            record += table[size] if size < cached else encode_varint(size)
-            record += key
-        if value is None:
-            record.append(1)
-        else:
-            size = len(value)
-            record += table[size] if size < cached else encode_varint(size)
-            record += value
+        stamp = table[delta] if 0 <= delta < cached else encode_varint(delta)
+        order = table[offset_delta] if offset_delta < cached else encode_varint(offset_delta)
+        if type(value) is bytes and not headers:
+            # The usual record: a null or bytes key, a bytes value, no headers.
+            value_size = len(value)
+            value_length = table[value_size] if value_size < cached else encode_varint(value_size)
+            if key is None:
+                # attributes, key length -1 and the header count: 3 bytes
+                size = 3 + len(stamp) + len(order) + len(value_length) + value_size
+                parts += (
+                    table[size] if size < cached else encode_varint(size), _NO_ATTRIBUTES, stamp, order, _NULL,
+                    value_length, value, _NO_HEADERS,
+                )  # fmt: skip
+                self._count = offset_delta + 1
+                return offset_delta
+            if type(key) is not bytes:
+                key = bytes(memoryview(key))  # a copy: the caller's buffer may change
+            key_size = len(key)
+            key_length = table[key_size] if key_size < cached else encode_varint(key_size)
+            size = 2 + len(stamp) + len(order) + len(key_length) + key_size + len(value_length) + value_size
+            parts += (
+                table[size] if size < cached else encode_varint(size), _NO_ATTRIBUTES, stamp, order, key_length,
+                key, value_length, value, _NO_HEADERS,
+            )  # fmt: skip
+            self._count = offset_delta + 1
+            return offset_delta
+        record = bytearray(1)  # attributes: none defined
+        record += stamp
+        record += order
+        _put_bytes(record, key)
+        _put_bytes(record, value)
         if headers:
             _put_headers(record, headers)
         else:
             record.append(0)
-
-        body = self._body
         size = len(record)
-        body += table[size] if size < cached else encode_varint(size)
-        body += record
+        parts += (table[size] if size < cached else encode_varint(size), bytes(record))
         self._count = offset_delta + 1
         return offset_delta
 
@@ -168,7 +201,7 @@ class BatchBuilder:
         if not count:
             raise ValueError("a record batch needs at least one record")
         codec = self.compression
-        payload: BytesLike = self._body
+        payload: BytesLike = b"".join(self._parts)
         if codec is not Compression.NONE:
             payload = compress(codec, payload, self.compression_level)
         attributes = codec.value

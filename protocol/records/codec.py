@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TypeAlias, TypeVar, overload
+from typing import Any, TypeAlias, TypeVar, overload
 
 from tributary.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from tributary.protocol.crc32c import BytesLike
@@ -86,6 +86,44 @@ def read_varint(data: BytesLike, pos: int) -> tuple[int, int]:
 
 
 @overload
+def decode_records(
+    buf: BytesLike, pos: int = 0, *, check_crc: bool = True, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> list[Record]: ...
+
+
+@overload
+def decode_records(
+    buf: BytesLike,
+    pos: int = 0,
+    *,
+    check_crc: bool = True,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    record_type: type[R],
+) -> list[R]: ...
+
+
+def decode_records(
+    buf: BytesLike,
+    pos: int = 0,
+    *,
+    check_crc: bool = True,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    record_type: type[Record] = Record,
+) -> list[Any]:
+    """Every record of the batch at ``pos``, as a list: what a consumer hands out a batch
+    at a time. Raises :class:`CorruptRecordError` if any record does not decode.
+
+    The header (and, unless ``check_crc`` is false, the CRC) is checked, the records
+    section decompressed once and walked in one loop that appends each record to the
+    list (no generator to resume per record). ``max_size`` bounds the decompressed size.
+    ``record_type`` is as for :func:`iter_records`."""
+    out: list[Record] = []
+    data, start, end, header = _records_section(buf, pos, check_crc, max_size)
+    _decode_into(out, data, start, end, header, record_type)
+    return out
+
+
+@overload
 def iter_records(
     buf: BytesLike, pos: int = 0, *, check_crc: bool = True, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
 ) -> Iterator[Record]: ...
@@ -110,17 +148,38 @@ def iter_records(
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     record_type: type[Record] = Record,
 ) -> Iterator[Record]:
-    """The records of the batch at ``pos``, decoded one by one as iterated.
+    """The records of the batch at ``pos``, one by one.
 
     The header (and, unless ``check_crc`` is false, the CRC) is checked and the
     records section decompressed now, once; a decoding error in a record
-    surfaces when iteration reaches it. ``max_size`` bounds the decompressed
-    size. Control batches yield their control records like any other.
+    surfaces when iteration reaches it, after the records before it. ``max_size``
+    bounds the decompressed size. Control batches yield their control records
+    like any other.
 
     ``record_type`` may be a subclass of :class:`Record` that adds no instance
     fields (its ``__slots__`` empty): records are made as instances of it, with
     the five fields set. A consumer uses this to hand out records of its own
     type without building each record twice."""
+    data, start, end, header = _records_section(buf, pos, check_crc, max_size)
+    return _iterate(data, start, end, header, record_type)
+
+
+def _iterate(data: bytes, start: int, end: int, header: BatchHeader, record_type: type[Record]) -> Iterator[Record]:
+    # The batch is decoded in one go when iteration starts (one loop is much cheaper per
+    # record than a generator resumed per record); an error waits until the records
+    # before it have been yielded.
+    out: list[Record] = []
+    try:
+        _decode_into(out, data, start, end, header, record_type)
+    except CorruptRecordError as exc:
+        yield from out
+        raise exc from None
+    yield from out
+
+
+def _records_section(buf: BytesLike, pos: int, check_crc: bool, max_size: int) -> tuple[bytes, int, int, BatchHeader]:
+    """The checked header of the batch at ``pos`` and its records section, decompressed:
+    ``(data, start, end, header)``, the records being ``data[start:end]``."""
     header = validate_batch(buf, pos) if check_crc else parse_batch_header(buf, pos)
     end = pos + header.size
     if end > len(buf):
@@ -129,24 +188,23 @@ def iter_records(
     codec = header.attributes & CODEC_MASK
     if codec:
         data = decompress(codec, memoryview(buf)[start:end], max_size)
-        start, end = 0, len(data)
-    elif isinstance(buf, bytes):
-        data = buf  # slicing bytes already yields the bytes each field needs
-    else:
-        data = bytes(memoryview(buf)[start:end])
-        start, end = 0, len(data)
-    return _decode(data, start, end, header, record_type)
+        return data, 0, len(data), header
+    if isinstance(buf, bytes):
+        return buf, start, end, header  # slicing bytes already yields the bytes each field needs
+    data = bytes(memoryview(buf)[start:end])
+    return data, 0, len(data), header
 
 
-def _decode(  # noqa: PLR0912, PLR0915
-    data: bytes, pos: int, end: int, header: BatchHeader, record_type: type[Record]
-) -> Iterator[Record]:
+def _decode_into(  # noqa: PLR0912, PLR0915, PLR0917
+    out: list[Record], data: bytes, pos: int, end: int, header: BatchHeader, record_type: type[Record]
+) -> None:
     # One flat loop, with one- and two-byte varints decoded inline and no helper
     # calls for the common case: this is the consumer's per-record cost, so it
     # stays long rather than split. Two-byte varints are common (a 200-byte
     # record's length and its value's, offset deltas from 64 on), and a call
     # per field costs as much as the rest of the field. IndexError means a
-    # length ran off the data.
+    # length ran off the data. Records are appended to ``out`` as they are
+    # decoded, so that on an error it holds those before the bad one.
     count = header.record_count
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
@@ -154,6 +212,7 @@ def _decode(  # noqa: PLR0912, PLR0915
     small = _SMALL_VARINT
     two = _TWO_BYTE_VARINT
     read = read_varint
+    append = out.append
     new, set_offset, set_timestamp, set_key, set_value, set_headers = (
         _new_object,
         _set_offset,
@@ -228,8 +287,7 @@ def _decode(  # noqa: PLR0912, PLR0915
             else:
                 raise CorruptRecordError(f"record value has length {size}")
 
-            byte = data[pos]
-            if byte == 0:
+            if data[pos] == 0:
                 headers = _NO_HEADERS
                 pos += 1
             else:
@@ -245,7 +303,7 @@ def _decode(  # noqa: PLR0912, PLR0915
             set_key(record, key)
             set_value(record, value)
             set_headers(record, headers)
-            yield record
+            append(record)
     except IndexError:
         raise CorruptRecordError("record batch ends inside a record") from None
     if pos != end:

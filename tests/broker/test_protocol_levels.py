@@ -394,16 +394,29 @@ def test_describe_producers_shows_an_open_transaction(cluster: Cluster) -> None:
 def test_group_apis_batch_and_filter(cluster: Cluster) -> None:
     created = create(cluster)
     group = f"g-{uuid.uuid4().hex[:8]}"
-    find = ask(cluster.brokers[0], m.FindCoordinatorRequest(key_type=0, coordinator_keys=[group, "other"]), 4)
-    assert [c.key for c in find.coordinators] == [group, "other"]
-    coordinator = broker_by_id(cluster, find.coordinators[0].node_id)
-    assert all(c.error_code == ErrorCode.NONE for c in find.coordinators)
     commit = m.OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=-1, member_id="",
         topics=[m.OffsetCommitRequest.OffsetCommitRequestTopic(created.name, [
             m.OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=42)])],
     )  # fmt: skip
-    assert ask(coordinator, commit, 9).topics[0].partitions[0].error_code == ErrorCode.NONE
+
+    def committed() -> Any:
+        # As a client does: find the coordinator, commit, and on NOT_COORDINATOR (the named
+        # broker has not yet applied its leadership of the offsets partition from ZooKeeper)
+        # or COORDINATOR_LOAD_IN_PROGRESS find it again.
+        find = ask(cluster.brokers[0], m.FindCoordinatorRequest(key_type=0, coordinator_keys=[group, "other"]), 4)
+        assert [c.key for c in find.coordinators] == [group, "other"]
+        if any(c.error_code != ErrorCode.NONE for c in find.coordinators):
+            assert {c.error_code for c in find.coordinators} <= {ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE}
+            return None
+        coordinator = broker_by_id(cluster, find.coordinators[0].node_id)
+        code = ask(coordinator, commit, 9).topics[0].partitions[0].error_code
+        if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            return None
+        assert code == ErrorCode.NONE
+        return coordinator
+
+    coordinator = eventually(committed, TIMEOUT, "an offset commit at the group's coordinator")
     fetch_offsets = m.OffsetFetchRequest(groups=[
         m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None),
         m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=f"{group}-none", topics=[

@@ -120,6 +120,34 @@ def test_the_manifest_counts_what_was_produced(first_load: FirstLoad) -> None:
     assert max(r["end"] - r["start"] for r in run["ranges"]) <= 12_000
 
 
+def test_spark_s_writer_loads_the_same_files(
+    aggregate: Cluster, first_load: FirstLoad, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # file:// takes the tasks' own pyarrow writer; Spark's (hdfs:// takes it by default) must
+    # give the same files with the same rows, counted alike in the manifest.
+    output = tmp_path_factory.mktemp("spark-writer") / "warehouse"
+    result = run_load(
+        aggregate.bootstrap, output, "--topics", f".*{first_load.tag}", "--max-records-per-task", "12000",
+        "--writer", "spark",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "(spark writer)" in result.stderr and "staged files described" in result.stderr
+
+    def files(root: Path) -> set[str]:
+        return {f.relative_to(root).as_posix() for f in root.rglob("*.parquet") if "_tributary" not in f.parts}
+
+    assert files(output) == files(first_load.output)
+    order = [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
+    assert read_warehouse(output).sort_by(order).equals(read_warehouse(first_load.output).sort_by(order))
+    ((_, ours),), ((_, spark),) = manifests(first_load.output).items(), manifests(output).items()
+    assert sorted(ours["counts"], key=json.dumps) == sorted(spark["counts"], key=json.dumps)
+    # The files as the manifests describe them (their bytes aside: two Parquet encoders).
+    described = [{k: v for k, v in f.items() if k != "bytes"} for f in ours["files"]]
+    assert sorted(described, key=json.dumps) == sorted(
+        ({k: v for k, v in f.items() if k != "bytes"} for f in spark["files"]), key=json.dumps
+    )
+
+
 def test_summary_table_json_and_metrics(first_load: FirstLoad) -> None:
     tag, topics, counts, output = first_load.tag, first_load.topics, first_load.counts, first_load.output
     summary = json.loads(first_load.summary.read_text())

@@ -10,6 +10,7 @@ from tributary.loader.errors import LoadError
 from tributary.loader.naming import split_topic
 from tributary.loader.options import load_options
 from tributary.loader.plan import Gap, Plan, Range, make_plan, split_range
+from tributary.loader.stage import resolve_writer
 
 
 def plan(committed: dict[str, dict[int, int]], bounds: dict[str, dict[int, tuple[int, int]]], **kw: object) -> Plan:
@@ -85,6 +86,15 @@ def test_options_from_flags_and_toml(tmp_path: Path) -> None:
     assert options.metrics_file == tmp_path / "m.prom"
     assert options.topic_pattern.fullmatch("east.x")
     assert options.master is None
+    assert options.writer == "auto"
+    assert load_options({"bootstrap": "h:1", "output": "/x", "writer": "spark"}).writer == "spark"
+
+
+def test_the_auto_writer_is_pyarrow_for_local_files_only() -> None:
+    assert resolve_writer("auto", "file:///data/wh") == "arrow"
+    assert resolve_writer("auto", "hdfs://nn:8020/wh") == "spark"
+    assert resolve_writer("arrow", "hdfs://nn:8020/wh") == "arrow"
+    assert resolve_writer("spark", "file:///data/wh") == "spark"
 
 
 @pytest.mark.parametrize(
@@ -95,6 +105,7 @@ def test_options_from_flags_and_toml(tmp_path: Path) -> None:
         ({"bootstrap": "h:1", "output": "/x", "topics": "("}, "not a valid regex"),
         ({"bootstrap": "h:1", "output": "/x", "max-records-per-task": 0}, "positive integer"),
         ({"bootstrap": "h:1", "output": "/x", "nonsense": 1}, "unknown setting 'nonsense'"),
+        ({"bootstrap": "h:1", "output": "/x", "writer": "fast"}, "'writer' must be one of auto, arrow, spark"),
     ],
 )
 def test_bad_options_are_named(flags: dict[str, object], message: str) -> None:

@@ -32,6 +32,7 @@ from tributary.protocol.records import (
     complete_prefix_length,
     compute_crc,
     control_type,
+    decode_records,
     detach_producer,
     iter_batches,
     iter_records,
@@ -233,6 +234,7 @@ def test_round_trip_random_records(records: list[RecordTuple], codec: Compressio
     assert header.base_timestamp == records[0][3]
     assert header.max_timestamp == max(r[3] for r in records)
     assert list(iter_records(data)) == expected_records(records, base_offset)
+    assert decode_records(data) == expected_records(records, base_offset)
 
 
 def test_timestamp_defaults_to_now() -> None:
@@ -278,6 +280,31 @@ def test_builder_refusals() -> None:
         BatchBuilder().build()
     with pytest.raises(ValueError, match="timestamp_type"):
         BatchBuilder(timestamp_type=2)
+
+
+@pytest.mark.parametrize(("key", "value"), [(5, b"v"), (b"k", "text"), ("text", b"v"), (None, 3.5)])
+def test_builder_refuses_other_types_and_keeps_its_records(key: Any, value: Any) -> None:
+    builder = BatchBuilder()
+    builder.append(b"k0", b"v0", timestamp=T0)
+    with pytest.raises(TypeError):
+        builder.append(key, value, timestamp=T0)
+    assert builder.record_count == 1
+    assert [r.key for r in iter_records(builder.build())] == [b"k0"]
+
+
+def test_builder_copies_buffers_the_caller_may_change() -> None:
+    # The builder keeps bytes as given (they cannot change) and copies anything else on append.
+    key, value, header = bytearray(b"key"), bytearray(b"value"), bytearray(b"header")
+    builder = BatchBuilder()
+    builder.append(key, value, timestamp=T0)
+    builder.append(memoryview(key), memoryview(value), [("h", header)], timestamp=T0)
+    builder.append(None, value, timestamp=T0)
+    key[:], value[:], header[:] = b"KEY", b"VALUE", b"HEADER"
+    assert [(r.key, r.value, r.headers) for r in iter_records(builder.build())] == [
+        (b"key", b"value", ()),
+        (b"key", b"value", (("h", b"header"),)),
+        (None, b"value", ()),
+    ]
 
 
 def test_record_is_frozen_and_compares_by_value() -> None:
@@ -570,6 +597,8 @@ def test_records_are_decoded_lazily_and_a_missing_record_is_caught() -> None:
     assert [next(records).key for _ in range(5)] == [b"k0", b"k1", b"k2", b"k3", b"k4"]
     with pytest.raises(CorruptRecordError, match="ends inside a record"):
         next(records)
+    with pytest.raises(CorruptRecordError, match="ends inside a record"):
+        decode_records(more, check_crc=False)
 
 
 def test_bytes_after_the_last_record_are_caught() -> None:
@@ -684,6 +713,17 @@ def _consume(data: bytes | bytearray, check_crc: bool) -> None:
         list(iter_records(data, check_crc=check_crc, max_size=1 << 20))
     with contextlib.suppress(ProtocolError):
         list(iter_batches(data))
+    # The two record decoders are one walk: the same records, or the same error.
+    assert _decoded(lambda: decode_records(data, check_crc=check_crc, max_size=1 << 20)) == _decoded(
+        lambda: list(iter_records(data, check_crc=check_crc, max_size=1 << 20))
+    )
+
+
+def _decoded(decode: Any) -> tuple[Any, ...]:
+    try:
+        return ("records", decode())
+    except ProtocolError as exc:
+        return (type(exc), str(exc))
 
 
 @given(st.binary(max_size=300))
