@@ -15,8 +15,9 @@ bytes crossing the link, not the producer's compression, are what is measured. R
 round (rotating who goes first) each copier copies each topic whole into a fresh aggregate
 topic, watched from outside as in ``bench_mirror.py`` (``bench_mirror_peers.watch_copy``):
 
-* **shallow**: ``tributary mirror`` with its defaults: up to four fetches of a partition in
-  flight at estimated offsets (``mirror/windows.py``), four fetch requests per connection;
+* **shallow**: ``tributary mirror --fetch-windows 8``: up to eight fetches of a partition in
+  flight at estimated offsets (``mirror/windows.py``; the default is 1, docs/mirror.md), four
+  fetch requests per connection;
 * **one fetch**: ``tributary mirror --fetch-windows 1 --fetch-sessions 2``: a partition in
   one fetch at a time, as the mirror read before (and as a consumer does);
 * **confluent**: the consume-and-produce loop on confluent-kafka of ``bench_mirror_peers``,
@@ -73,6 +74,9 @@ from .bench_mirror_peers import (
 )
 from .common import log
 from .processes import Server, Tributary, ZooKeeper, cpu_seconds
+
+#: The shallow mirror reads each partition ahead of itself: 8 fetches in flight.
+READ_AHEAD = ["--fetch-windows", "8"]
 
 TOPICS = (("far-1p", 1), ("far-16p", 16))
 COPIERS = ("shallow", "one fetch", "confluent")
@@ -229,7 +233,7 @@ class Far:
                 end_offsets(self.source.bootstrap, src.topic),
             )  # fmt: skip
             return loop, dest
-        extra = ["--fetch-windows", "1", "--fetch-sessions", "2"] if who == "one fetch" else []
+        extra = ["--fetch-windows", "1", "--fetch-sessions", "2"] if who == "one fetch" else READ_AHEAD
         mirror = MirrorDaemon(
             self.root / f"mirror-{tag}", self.source.bootstrap, self.target.bootstrap, tag, src.topic, extra
         ).start()
@@ -276,7 +280,7 @@ def measure_latency(far: Far, who: str, setup: Setup, values: Sequence[bytes]) -
     else:
         dest = f"{tag}.{topic}"
         create_topic(far.target.bootstrap, dest, LATENCY_PARTITIONS)  # (the mirror finds it there)
-        extra = ["--fetch-windows", "1", "--fetch-sessions", "2"] if who == "one fetch" else []
+        extra = ["--fetch-windows", "1", "--fetch-sessions", "2"] if who == "one fetch" else READ_AHEAD
         copier = MirrorDaemon(
             far.root / f"mirror-{tag}", far.source.bootstrap, far.target.bootstrap, tag, topic, extra
         ).start()

@@ -28,6 +28,8 @@ LONG_ONLY = {
     "bench_loader": "starts Spark (a session alone takes 5-15 s on 2 cores) and loads twice: 30-60 s",
     "bench_replication": "two clusters of three brokers, each topic's replicas in sync before every job: 30-60 s",
     "bench_mirror": "two clusters, a copy by each copier and a latency run: about a minute",
+    "bench_mirror_link": "two clusters, the fault proxy's far link, three copiers on 1 and 16 partitions: "
+    "about a minute",
 }
 
 

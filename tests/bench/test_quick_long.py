@@ -1,12 +1,12 @@
 """The smoke runs that need long set-ups (several clusters, consumer groups settling): with
-``--long`` only (quick.LONG_ONLY says why for each). bench_mirror's is here until the mirror's
-own smoke test (tests/bench/test_bench_mirror*.py) exists."""
+``--long`` only (quick.LONG_ONLY says why for each). bench_mirror's and bench_mirror_link's are
+in tests/bench/test_bench_mirror.py, which checks their JSON too."""
 
 from __future__ import annotations
 
 import pytest
 
-from .quick import ROOT, run_quick, skip_unless_long
+from .quick import run_quick, skip_unless_long
 
 #: bench module -> a regular expression (multi-line) that one of its ratio lines matches.
 RATIO_LINES = {
@@ -14,8 +14,6 @@ RATIO_LINES = {
     "bench_groups": r"^join\s+.*\d+\.\dx\s+\d+\.\dx$",
     "bench_replication": r"^acks=all, RF 3\s+[\d,]+\s+[\d.]+\s+\d+\.\d\dx",
 }
-if not list((ROOT / "tests" / "bench").glob("test_bench_mirror*.py")):
-    RATIO_LINES["bench_mirror"] = r"^64 KiB batches: recompress / shallow CPU per GB \d+\.\dx"
 
 
 @pytest.mark.parametrize("bench", sorted(RATIO_LINES))

@@ -1,7 +1,10 @@
 """bench/bench_mirror.py and bench/bench_mirror_link.py run (--quick, JSON): every copier copied
 every topic whole (the benches check the copies end where the sources do), every figure present
 and sane, and the tables render from the JSON as --from-json prints them. No timing is asserted:
-the figures are the benchmarks' to report, on a machine the test does not control."""
+the figures are the benchmarks' to report, on a machine the test does not control.
+
+Both run with ``--long`` only (tests/bench/quick.py, LONG_ONLY): two clusters, six copies and
+latency runs take 100-200 s of a CI worker, however little they copy."""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from .quick import skip_unless_long
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_bench(module: str, *args: str, timeout: float = 600) -> dict[str, Any]:
@@ -33,7 +38,8 @@ def rendered(module: str, document: dict[str, Any], tmp_path: Path) -> str:
     ).stdout  # fmt: skip
 
 
-def test_the_mirror_cost_benchmark_runs_quick(tmp_path: Path) -> None:
+def test_the_mirror_cost_benchmark_runs_quick(tmp_path: Path, long_run: bool) -> None:
+    skip_unless_long("bench_mirror", long_run)
     document = run_bench("bench.bench_mirror")
     topics = {source["topic"] for source in document["sources"]}
     assert topics == {"events-64k", "events-1024k"}
@@ -49,7 +55,8 @@ def test_the_mirror_cost_benchmark_runs_quick(tmp_path: Path) -> None:
     assert "CPU-s/GB" in table and "confluent / shallow CPU per GB" in table
 
 
-def test_the_long_link_benchmark_runs_quick(tmp_path: Path) -> None:
+def test_the_long_link_benchmark_runs_quick(tmp_path: Path, long_run: bool) -> None:
+    skip_unless_long("bench_mirror_link", long_run)
     document = run_bench("bench.bench_mirror_link")
     assert {s["partitions"] for s in document["sources"]} == {1, 16}
     copies = document["copies"]
