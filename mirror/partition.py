@@ -92,6 +92,8 @@ class PartitionState:
         windows = self.windows
         if windows is None or self.stopping:
             return None
+        if windows.gap_waiting:
+            return windows.next_window()  # the answers held behind it count as in flight
         if self.queued_bytes + windows.in_flight * window_bytes >= windows.depth * window_bytes:
             return None
         return windows.next_window()

@@ -78,6 +78,14 @@ class FetchWindows:
         """Windows sent and not yet handed on (answered or not)."""
         return sum(1 for w in self._windows if w.sent)
 
+    @property
+    def gap_waiting(self) -> bool:
+        """Whether the first window is one not sent yet: the gap before an answer that started
+        beyond the frontier. Every answer behind it is held until it is answered, so it must go
+        out whatever else is in flight (the fetcher's depth limit would otherwise hold it back
+        for ever, with the windows it waits on counted as in flight)."""
+        return bool(self._windows) and not self._windows[0].sent
+
     def next_window(self) -> Window | None:
         """The window to fetch next, or None: one waiting to be asked (again) first; else, with
         nothing in flight, one at the frontier; else one beyond the last while there is more

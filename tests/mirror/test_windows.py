@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tributary.client.raw.batches import RawBatches
+from tributary.client.wire.metadata import TopicPartition
+from tributary.mirror.partition import PartitionState
 from tributary.mirror.windows import FetchWindows, Window
 from tributary.protocol.records import LOG_OVERHEAD, BatchHeader
 
@@ -49,8 +51,12 @@ class ModelLog:
 
 
 def drive(log: ModelLog, windows: FetchWindows, rng: random.Random, *, growth: list[tuple[int, int, int]]) -> None:
-    """Run the windows against ``log`` as the fetcher does, checking what the copier is handed
-    and that every answer's bytes are accounted for (the byte budget depends on it)."""
+    """Run the windows against ``log`` as the fetcher does (through the partition's own limit
+    on what is in flight, PartitionState.next_window; the copier drains at once), checking what
+    the copier is handed and that every answer's bytes are accounted for (the byte budget
+    depends on it)."""
+    state = PartitionState.create(TopicPartition("t", 0), TopicPartition("east.t", 0))
+    state.windows = windows
     position = windows.frontier
     copied: list[int] = []
     in_flight: list[Window] = []
@@ -61,13 +67,13 @@ def drive(log: ModelLog, windows: FetchWindows, rng: random.Random, *, growth: l
         if position >= log.end and not growth:
             break
         for _ in range(rng.randint(0, 4)):
-            window = windows.next_window()
+            window = state.next_window(windows.window_bytes)
             if window is None:
                 break
             windows.sent(window)
             in_flight.append(window)
         if not in_flight:
-            window = windows.next_window()
+            window = state.next_window(windows.window_bytes)
             assert window is not None, "nothing in flight and nothing to send: the reader would stall"
             windows.sent(window)
             in_flight.append(window)
@@ -227,3 +233,41 @@ def test_windows_ahead_fetch_each_batch_once_when_the_estimate_holds() -> None:
         windows.answered(window, answer)
         pending = [w for w in pending if windows.knows(w)]
     assert fetched == [b.base_offset for b in log.batches], "each batch fetched exactly once"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shapes=st.lists(
+        st.tuples(st.integers(1, 40), st.integers(100, 3000), st.sampled_from([0, 0, 1, 3, 50, 400, 3000])),
+        min_size=2, max_size=60,
+    ),
+    window_bytes=st.integers(2000, 20_000),
+    depth=st.integers(2, 8),
+    seed=st.integers(0, 2**32),
+)  # fmt: skip
+def test_a_gap_window_goes_out_when_every_window_is_in_flight(
+    shapes: list[tuple[int, int, int]], window_bytes: int, depth: int, seed: int
+) -> None:
+    """A compacted source's offsets jump irregularly, so read-ahead estimates overshoot: the
+    answer of the first window then starts beyond the frontier, and a window for the gap is put
+    in front of it, unsent. With the partition's full depth in flight (answers held behind the
+    gap count as in flight) the partition's limit held that window back for ever: the copy of a
+    compacted source stalled without an error. The fetcher here fills the depth every time."""
+    log = ModelLog()
+    for shape in shapes:
+        log.append(*shape)
+    rng = random.Random(seed)
+    state = PartitionState.create(TopicPartition("t", 0), TopicPartition("east.t", 0))
+    windows = state.windows = FetchWindows(log.batches[0].base_offset, window_bytes=window_bytes, depth=depth)
+    in_flight: list[Window] = []
+    for _ in range(5000):
+        while (window := state.next_window(window_bytes)) is not None:
+            windows.sent(window)
+            in_flight.append(window)
+        in_flight = [w for w in in_flight if windows.knows(w) and w.result is None]
+        assert in_flight, f"nothing in flight and nothing to send: stalled at {windows.frontier} of {log.end}"
+        window = in_flight.pop(rng.randrange(len(in_flight)))
+        windows.answered(window, log.fetch(window.start, window_bytes))
+        if windows.frontier >= log.end:
+            break
+    assert windows.frontier == log.end
