@@ -92,9 +92,9 @@ class PartitionState:
         windows = self.windows
         if windows is None or self.stopping:
             return None
-        if windows.gap_waiting:
-            return windows.next_window()  # the answers held behind it count as in flight
-        if self.queued_bytes + windows.in_flight * window_bytes >= windows.depth * window_bytes:
+        # A gap's window goes out regardless: the answers held behind it count as in flight.
+        full = self.queued_bytes + windows.in_flight * window_bytes >= windows.depth * window_bytes
+        if full and not windows.gap_waiting:
             return None
         return windows.next_window()
 
