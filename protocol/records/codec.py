@@ -19,6 +19,7 @@ from typing import Any, TypeAlias, TypeVar, overload
 from tributary.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError
+from tributary.protocol.records import compiled
 from tributary.protocol.records.header import (
     CODEC_MASK,
     HEADER_SIZE,
@@ -55,6 +56,11 @@ _set_key = Record.__dict__["key"].__set__
 _set_value = Record.__dict__["value"].__set__
 _set_headers = Record.__dict__["headers"].__set__
 
+#: The compiled loops (:mod:`.compiled`), or None where the Python ones run.
+SPEEDUPS = compiled.load(Record)
+#: Which record loops this process runs, for benchmarks and ``tributary`` diagnostics.
+IMPLEMENTATION = "compiled" if SPEEDUPS is not None else "python"
+
 _NO_HEADERS: Headers = ()
 # The signed value of each one-byte varint, the common case of every field,
 # and of each two-byte one, indexed by its 14 payload bits (low 7 bits first).
@@ -83,6 +89,8 @@ def read_varint(data: BytesLike, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptRecordError(f"varint longer than 10 bytes at offset {pos - 10}")
+        if shift == 63 and data[pos] > 1:  # a tenth byte may carry only bit 63
+            raise CorruptRecordError(f"varint longer than 10 bytes or beyond 64 bits at offset {pos - 9}")
 
 
 @overload
@@ -195,9 +203,23 @@ def _records_section(buf: BytesLike, pos: int, check_crc: bool, max_size: int) -
     return data, 0, len(data), header
 
 
-def _decode_into(  # noqa: PLR0912, PLR0915, PLR0917
+def _decode_into(  # noqa: PLR0917
     out: list[Record], data: bytes, pos: int, end: int, header: BatchHeader, record_type: type[Record]
 ) -> None:
+    if SPEEDUPS is None:
+        decode_into_python(out, data, pos, end, header, record_type)
+        return
+    append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
+    SPEEDUPS.decode_into(
+        out, data, pos, end, header.record_count, header.base_offset, header.base_timestamp, append_time, record_type
+    )
+
+
+def decode_into_python(  # noqa: PLR0912, PLR0915, PLR0917
+    out: list[Record], data: bytes, pos: int, end: int, header: BatchHeader, record_type: type[Record]
+) -> None:
+    """The records of ``data[pos:end]`` appended to ``out``: the loop that runs without the
+    compiled one (and the reference the compiled one is tested against)."""
     # One flat loop, with one- and two-byte varints decoded inline and no helper
     # calls for the common case: this is the consumer's per-record cost, so it
     # stays long rather than split. Two-byte varints are common (a 200-byte

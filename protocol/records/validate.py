@@ -23,12 +23,13 @@ from __future__ import annotations
 from tributary.protocol.compression import Compression, iter_decompressed
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError
-from tributary.protocol.records.codec import _SMALL_VARINT, read_varint
+from tributary.protocol.records.codec import _SMALL_VARINT, SPEEDUPS, read_varint
 from tributary.protocol.records.header import HEADER_SIZE, LOG_APPEND_TIME, BatchHeader
 
 #: Decompressed bytes walked at a time.
 CHUNK = 64 * 1024
 _UNBOUNDED = 2**64  # above any varlong
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _KEY_AND_VALUE = ("key", "value")
 
 
@@ -46,9 +47,22 @@ class _Walk:
         # Log-append-time batches carry the broker's clock in maxTimestamp, not the records'.
         self.max_timestamp = None if header.timestamp_type == LOG_APPEND_TIME else header.max_timestamp
 
-    def records(self, data: BytesLike, pos: int, end: int) -> int:  # noqa: PLR0912, PLR0915
+    def records(self, data: BytesLike, pos: int, end: int) -> int:
         """Checks every complete record in ``data[pos:end]``; returns where the first
         incomplete one starts (``end`` when none is)."""
+        max_timestamp = self.max_timestamp
+        # The largest timestamp delta the header allows (none for log-append-time batches).
+        latest = _INT64_MAX if max_timestamp is None else max_timestamp - self.base_timestamp
+        # Timestamp deltas are 64-bit: a bound above them is no bound, and one below them all
+        # (a hostile header) is left to the Python loop, which refuses the first record.
+        if SPEEDUPS is None or latest < _INT64_MIN:
+            return self.records_python(data, pos, end)
+        pos, self.index, keyless = SPEEDUPS.walk(data, pos, end, self.index, self.count, min(latest, _INT64_MAX))
+        self.keyless += keyless
+        return pos
+
+    def records_python(self, data: BytesLike, pos: int, end: int) -> int:  # noqa: PLR0912, PLR0915
+        """:meth:`records` in Python: what runs without the compiled loop, and its reference."""
         # One flat loop with one-byte varints inline: this runs for every record of every
         # produce, and a call per field would cost as much as the rest of the field.
         small = _SMALL_VARINT

@@ -1,0 +1,19 @@
+# Types of the compiled loops in _speedups.c (see protocol/records/compiled.py).
+from typing import Any
+
+from tributary.protocol.crc32c import BytesLike
+
+def walk(data: BytesLike, pos: int, end: int, index: int, count: int, latest: int, /) -> tuple[int, int, int]: ...
+def decode_into(
+    out: list[Any],
+    data: BytesLike,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    append_time: int | None,
+    record_type: type,
+    /,
+) -> None: ...
+def configure(error: type[Exception], record_class: type, /) -> None: ...

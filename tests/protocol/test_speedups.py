@@ -1,0 +1,205 @@
+"""The compiled record loops (protocol/records/_speedups.c) against the Python ones.
+
+The broker's walk (``check_records``) and the consumer's decode (``decode_records``) run the
+compiled loops wherever the extension was built, and the Python loops elsewhere; the two must
+reach the same decision on every input: the same records, the same count of null keys, and a
+refusal of the same batches (messages may word it differently). Honest batches of any shape,
+then the same batches with bytes flipped, inserted or removed inside the records section, and
+hand-made varints at the 64-bit edge."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tributary.protocol.errors import CorruptRecordError
+from tributary.protocol.primitives import encode_varint
+from tributary.protocol.records import HEADER_SIZE, LOG_APPEND_TIME, Record, build_batch, parse_batch_header
+from tributary.protocol.records import codec as record_codec
+from tributary.protocol.records.compiled import DISABLE_VARIABLE
+from tributary.protocol.records.validate import _Walk
+
+SPEEDUPS = record_codec.SPEEDUPS
+T0 = 1_700_000_000_000
+
+needs_speedups = pytest.mark.skipif(SPEEDUPS is None, reason="the compiled loops are not built or turned off")
+
+
+def test_the_compiled_loops_are_built_wherever_they_can_be() -> None:
+    # A machine with a C compiler and Python's headers builds the extension at install
+    # (pyproject.toml, optional so that one without them still installs): if it did not,
+    # every other test here would skip and prove nothing.
+    can_build = shutil.which("cc") is not None and (Path(sysconfig.get_paths()["include"]) / "Python.h").exists()
+    if os.environ.get(DISABLE_VARIABLE, "") not in ("", "0"):
+        assert SPEEDUPS is None
+        assert record_codec.IMPLEMENTATION == "python"
+    elif can_build:
+        assert SPEEDUPS is not None, "a C compiler and Python.h are here, yet _speedups was not built"
+        assert record_codec.IMPLEMENTATION == "compiled"
+
+
+# --- the decode -----------------------------------------------------------------------------
+
+
+def _decode(data: bytes, loop: Callable[..., None]) -> tuple[list[Record], str | None]:
+    """The records ``loop`` decodes from the uncompressed batch ``data`` and its error (None
+    when it decoded all): the records before a bad one count too."""
+    header = parse_batch_header(data)
+    out: list[Record] = []
+    try:
+        loop(out, data, HEADER_SIZE, len(data), header, Record)
+    except CorruptRecordError as exc:
+        return out, str(exc)
+    return out, None
+
+
+def _compiled_decode(  # noqa: PLR0917
+    out: list[Any], data: bytes, pos: int, end: int, header: Any, record_type: type
+) -> None:
+    assert SPEEDUPS is not None
+    append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
+    SPEEDUPS.decode_into(
+        out, data, pos, end, header.record_count, header.base_offset, header.base_timestamp, append_time, record_type
+    )
+
+
+def _same_decode(data: bytes) -> None:
+    python, python_error = _decode(data, record_codec.decode_into_python)
+    compiled, compiled_error = _decode(data, _compiled_decode)
+    assert compiled == python
+    assert (compiled_error is None) == (python_error is None), (python_error, compiled_error)
+
+
+def _same_walk(data: bytes, cuts: list[int]) -> None:
+    """Both walks over the records section of ``data``, fed in pieces cut at ``cuts``."""
+    header = parse_batch_header(data)
+    outcomes = []
+    for name in ("records", "records_python"):
+        walk = _Walk(header)
+        step = getattr(walk, name)
+        pending = bytearray()
+        try:
+            start = HEADER_SIZE
+            for cut in [*sorted(cuts), len(data)]:
+                pending += data[start : max(start, cut)]
+                start = max(start, cut)
+                del pending[: step(pending, 0, len(pending))]
+            walk.finish(len(pending))
+        except CorruptRecordError:
+            outcomes.append(("refused",))
+        else:
+            outcomes.append(("passed", walk.index, walk.keyless))
+    assert outcomes[0] == outcomes[1]
+
+
+header_lists = st.lists(
+    st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=20))), max_size=3
+)  # fmt: skip
+records = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.binary(max_size=40)),
+        st.one_of(st.none(), st.binary(max_size=300)),
+        header_lists,
+        st.integers(min_value=-(2**40), max_value=2**40),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@needs_speedups
+@settings(max_examples=200)
+@given(batch=records, base_offset=st.integers(min_value=0, max_value=2**62), append_time=st.booleans())
+def test_honest_batches_decode_the_same(
+    batch: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    base_offset: int,
+    append_time: bool,
+) -> None:
+    data = bytearray(build_batch([(k, v, h, T0 + t) for k, v, h, t in batch], base_offset=base_offset))
+    if append_time:
+        data[22] |= 0x08  # attributes, low byte: the timestamp type
+    python, _ = _decode(bytes(data), record_codec.decode_into_python)
+    assert len(python) == len(batch)
+    _same_decode(bytes(data))
+
+
+@needs_speedups
+@settings(max_examples=300)
+@given(
+    batch=records,
+    edits=st.lists(
+        st.tuples(
+            st.integers(min_value=0), st.sampled_from(["flip", "insert", "delete"]), st.binary(min_size=1, max_size=3)
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    cuts=st.lists(st.integers(min_value=HEADER_SIZE), max_size=4),
+)
+def test_damaged_records_are_refused_alike(
+    batch: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    edits: list[tuple[int, str, bytes]],
+    cuts: list[int],
+) -> None:
+    data = bytearray(build_batch([(k, v, h, T0 + t) for k, v, h, t in batch]))
+    for where, how, what in edits:
+        at = HEADER_SIZE + where % max(1, len(data) - HEADER_SIZE)
+        if how == "flip":
+            data[at] ^= what[0]
+        elif how == "insert":
+            data[at:at] = what
+        else:
+            del data[at : at + len(what)]
+    _same_decode(bytes(data))
+    _same_walk(bytes(data), [HEADER_SIZE + c % max(1, len(data) - HEADER_SIZE + 1) for c in cuts])
+
+
+@needs_speedups
+@settings(max_examples=200)
+@given(batch=records, cuts=st.lists(st.integers(min_value=0), max_size=6))
+def test_honest_batches_walk_the_same_in_any_pieces(
+    batch: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]], cuts: list[int]
+) -> None:
+    data = build_batch([(k, v, h, T0 + abs(t) % 1000) for k, v, h, t in batch])
+    _same_walk(data, [HEADER_SIZE + c % (len(data) - HEADER_SIZE + 1) for c in cuts])
+
+
+def _one_record_batch(body: bytes, *, count: int = 1) -> bytes:
+    data = bytearray(build_batch([(b"k", b"v", (), T0)]))
+    del data[HEADER_SIZE:]
+    data += encode_varint(len(body)) + body
+    data[57:61] = count.to_bytes(4, "big")
+    data[8:12] = (len(data) - 12).to_bytes(4, "big")
+    return bytes(data)
+
+
+@needs_speedups
+@pytest.mark.parametrize(
+    "varint",
+    [
+        bytes([0xFF] * 9 + [0x01]),  # the largest 64-bit varint: -2**63 after zig-zag
+        bytes([0xFE] + [0xFF] * 8 + [0x01]),  # 2**63 - 1
+        bytes([0x80] * 9 + [0x02]),  # bit 64: beyond 64 bits
+        bytes([0x80] * 9 + [0x7F]),
+        bytes([0x80] * 10 + [0x00]),  # eleven bytes
+        bytes([0x80, 0x00]),  # zero, padded: legal
+    ],
+)
+@pytest.mark.parametrize("field", ["timestamp", "offset", "key", "value"])
+def test_varints_at_the_64_bit_edge_are_read_alike(varint: bytes, field: str) -> None:
+    fields = {"timestamp": b"\x00", "offset": b"\x00", "key": b"\x02k", "value": b"\x02v"}
+    fields[field] = varint
+    body = b"\x00" + fields["timestamp"] + fields["offset"] + fields["key"] + fields["value"] + b"\x00"
+    for attributes in (0, 0x08):  # create time, then log-append time (no timestamp bound)
+        data = bytearray(_one_record_batch(body))
+        data[22] |= attributes
+        _same_decode(bytes(data))
+        _same_walk(bytes(data), [])
