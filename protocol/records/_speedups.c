@@ -414,6 +414,92 @@ done:
     return result;
 }
 
+/* The zig-zag varint of v: its size, and its bytes at out. */
+static inline Py_ssize_t varint_size(int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    Py_ssize_t size = 1;
+    while (z >= 0x80) {
+        z >>= 7;
+        size++;
+    }
+    return size;
+}
+
+static inline uint8_t *put_varint(uint8_t *out, int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (z >= 0x80) {
+        *out++ = (uint8_t)(z | 0x80);
+        z >>= 7;
+    }
+    *out++ = (uint8_t)z;
+    return out;
+}
+
+/* A key or value: its bytes, or none for None (length -1). 0 on success. */
+static int take_payload(PyObject *payload, Py_buffer *view)
+{
+    if (payload == Py_None) {
+        view->obj = NULL;
+        view->len = -1;
+        return 0;
+    }
+    return PyObject_GetBuffer(payload, view, PyBUF_SIMPLE);
+}
+
+/* append_record(records, key, value, timestamp_delta, offset_delta)
+ *
+ * Encodes a record without headers at the end of the bytearray `records` (builder.py): length,
+ * attributes, the two deltas, key and value with their lengths (-1 for None), no headers. Keys
+ * and values are any contiguous buffer; anything else raises TypeError, and `records` is
+ * left as it was. */
+static PyObject *append_record(PyObject *self, PyObject *args)
+{
+    PyObject *records, *key, *value;
+    long long timestamp_delta, offset_delta;
+    if (!PyArg_ParseTuple(args, "O!OOLL:append_record", &PyByteArray_Type, &records, &key, &value, &timestamp_delta,
+                          &offset_delta))
+        return NULL;
+    Py_buffer k, v;
+    if (take_payload(key, &k) < 0)
+        return NULL;
+    if (take_payload(value, &v) < 0) {
+        if (k.obj != NULL)
+            PyBuffer_Release(&k);
+        return NULL;
+    }
+    Py_ssize_t body = 1 + varint_size(timestamp_delta) + varint_size(offset_delta) + 1; /* + the header count */
+    body += k.len < 0 ? 1 : varint_size(k.len) + k.len;
+    body += v.len < 0 ? 1 : varint_size(v.len) + v.len;
+    Py_ssize_t old = PyByteArray_GET_SIZE(records);
+    PyObject *result = NULL;
+    if (PyByteArray_Resize(records, old + varint_size(body) + body) == 0) {
+        uint8_t *out = (uint8_t *)PyByteArray_AS_STRING(records) + old;
+        out = put_varint(out, body);
+        *out++ = 0; /* attributes */
+        out = put_varint(out, timestamp_delta);
+        out = put_varint(out, offset_delta);
+        out = put_varint(out, k.len);
+        if (k.len > 0) {
+            memcpy(out, k.buf, (size_t)k.len);
+            out += k.len;
+        }
+        out = put_varint(out, v.len);
+        if (v.len > 0) {
+            memcpy(out, v.buf, (size_t)v.len);
+            out += v.len;
+        }
+        *out = 0; /* no headers */
+        result = Py_NewRef(Py_None);
+    }
+    if (k.obj != NULL)
+        PyBuffer_Release(&k);
+    if (v.obj != NULL)
+        PyBuffer_Release(&v);
+    return result;
+}
+
 /* configure(CorruptRecordError, Record): what the loops raise and build. */
 static PyObject *configure(PyObject *self, PyObject *args)
 {
@@ -452,6 +538,7 @@ static PyObject *configure(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "Checks the complete records of a chunk of a batch (validate.py)."},
     {"decode_into", decode_into, METH_VARARGS, "Decodes a batch's records into a list (codec.py)."},
+    {"append_record", append_record, METH_VARARGS, "Encodes a record without headers (builder.py)."},
     {"configure", configure, METH_VARARGS, "Sets the error raised and the record class built."},
     {NULL, NULL, 0, NULL},
 };

@@ -10,6 +10,7 @@ from typing import Any, TypeAlias
 from tributary.protocol.compression import Compression, compress
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.primitives import encode_varint
+from tributary.protocol.records.codec import SPEEDUPS
 from tributary.protocol.records.header import (
     CONTROL_BIT,
     CREATE_TIME,
@@ -62,19 +63,47 @@ def _put_headers(out: bytearray, headers: Sequence[tuple[str, Payload | None]]) 
             out += value
 
 
+def _append_record_python(  # noqa: PLR0917 (the signature of the compiled one, plus headers)
+    records: bytearray,
+    key: Payload | None,
+    value: Payload | None,
+    headers: Sequence[tuple[str, Payload | None]],
+    timestamp_delta: int,
+    offset_delta: int,
+) -> None:
+    """One record at the end of ``records``: what the compiled ``append_record`` does for a
+    record without headers, and what runs for one with headers."""
+    table = _VARINT_TABLE
+    record = bytearray(_NO_ATTRIBUTES)
+    record += table[timestamp_delta] if 0 <= timestamp_delta < _VARINT_CACHED else encode_varint(timestamp_delta)
+    record += table[offset_delta] if offset_delta < _VARINT_CACHED else encode_varint(offset_delta)
+    _put_bytes(record, key)
+    _put_bytes(record, value)
+    if headers:
+        _put_headers(record, headers)
+    else:
+        record += _NO_HEADERS
+    size = len(record)
+    records += table[size] if size < _VARINT_CACHED else encode_varint(size)
+    records += record
+
+
+# The compiled encoder of a record without headers (compiled.py), or None.
+_append_record = SPEEDUPS.append_record if SPEEDUPS is not None else None
+
+
 class BatchBuilder:
     """Accumulates records into one v2 batch, as a producer does.
 
-    Each record is encoded as it is appended, into a list of pieces (its varints from
-    tables, its key and value as given) that :meth:`build` joins once, compresses and
-    prefixes with the header. A record without headers is one ``list +=`` of a tuple:
-    no buffer of its own, no copy of its value until the join."""
+    Each record is encoded as it is appended, at the end of one buffer (by the compiled
+    encoder where it was built, compiled.py) that :meth:`build` compresses once and prefixes
+    with the header."""
 
     __slots__ = (
         "_base_timestamp",
         "_count",
         "_max_timestamp",
-        "_parts",
+        "_records",
         "base_offset",
         "base_sequence",
         "compression",
@@ -114,8 +143,8 @@ class BatchBuilder:
         self.is_control = is_control
         self.partition_leader_epoch = partition_leader_epoch
         self.timestamp_type = timestamp_type
-        #: The encoded records, in pieces.
-        self._parts: list[bytes] = []
+        #: The encoded records, back to back.
+        self._records = bytearray()
         self._count = 0
         self._base_timestamp = 0
         self._max_timestamp = 0
@@ -128,7 +157,7 @@ class BatchBuilder:
     def estimated_size(self) -> int:
         """The batch's size if built now without compression: an upper bound
         on the compressed size for all but incompressible records."""
-        return HEADER_SIZE + sum(map(len, self._parts))
+        return HEADER_SIZE + len(self._records)
 
     def append(
         self,
@@ -137,61 +166,26 @@ class BatchBuilder:
         headers: Sequence[tuple[str, Payload | None]] = (),
         timestamp: int | None = None,
     ) -> int:
-        """Adds a record; returns its offset delta. ``timestamp`` is in ms
-        since the epoch, now by default. Keys and values are copied (unless
-        they are ``bytes``, which cannot change), so the caller may reuse its buffers."""
+        """Adds a record; returns its offset delta. ``timestamp`` is in ms since the epoch,
+        now by default. Keys and values are copied, so the caller may reuse its buffers.
+        Anything but bytes, bytearray, memoryview or None raises TypeError, and adds nothing."""
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
-        offset_delta = self._count
-        if offset_delta == 0:
+        offset_delta = count = self._count
+        delta = timestamp - (timestamp if count == 0 else self._base_timestamp)
+        if _append_record is not None and not headers:
+            try:
+                _append_record(self._records, key, value, delta, offset_delta)
+            except OverflowError:  # a delta beyond 64 bits: the Python encoder says what is wrong
+                _append_record_python(self._records, key, value, headers, delta, offset_delta)
+        else:
+            _append_record_python(self._records, key, value, headers, delta, offset_delta)
+        # Only once the record is in: a refused one leaves the builder as it was.
+        if count == 0:
             self._base_timestamp = self._max_timestamp = timestamp
         elif timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
-
-        # Encodings come from a table for the usual small values: a lookup
-        # instead of a varint loop per field.
-        cached = _VARINT_CACHED
-        table = _VARINT_TABLE
-        parts = self._parts
-        delta = timestamp - self._base_timestamp
-        stamp = table[delta] if 0 <= delta < cached else encode_varint(delta)
-        order = table[offset_delta] if offset_delta < cached else encode_varint(offset_delta)
-        if type(value) is bytes and not headers:
-            # The usual record: a null or bytes key, a bytes value, no headers.
-            value_size = len(value)
-            value_length = table[value_size] if value_size < cached else encode_varint(value_size)
-            if key is None:
-                # attributes, key length -1 and the header count: 3 bytes
-                size = 3 + len(stamp) + len(order) + len(value_length) + value_size
-                parts += (
-                    table[size] if size < cached else encode_varint(size), _NO_ATTRIBUTES, stamp, order, _NULL,
-                    value_length, value, _NO_HEADERS,
-                )  # fmt: skip
-                self._count = offset_delta + 1
-                return offset_delta
-            if type(key) is not bytes:
-                key = bytes(memoryview(key))  # a copy: the caller's buffer may change
-            key_size = len(key)
-            key_length = table[key_size] if key_size < cached else encode_varint(key_size)
-            size = 2 + len(stamp) + len(order) + len(key_length) + key_size + len(value_length) + value_size
-            parts += (
-                table[size] if size < cached else encode_varint(size), _NO_ATTRIBUTES, stamp, order, key_length,
-                key, value_length, value, _NO_HEADERS,
-            )  # fmt: skip
-            self._count = offset_delta + 1
-            return offset_delta
-        record = bytearray(1)  # attributes: none defined
-        record += stamp
-        record += order
-        _put_bytes(record, key)
-        _put_bytes(record, value)
-        if headers:
-            _put_headers(record, headers)
-        else:
-            record.append(0)
-        size = len(record)
-        parts += (table[size] if size < cached else encode_varint(size), bytes(record))
-        self._count = offset_delta + 1
+        self._count = count + 1
         return offset_delta
 
     def build(self) -> bytes:
@@ -201,7 +195,7 @@ class BatchBuilder:
         if not count:
             raise ValueError("a record batch needs at least one record")
         codec = self.compression
-        payload: BytesLike = b"".join(self._parts)
+        payload: BytesLike = self._records
         if codec is not Compression.NONE:
             payload = compress(codec, payload, self.compression_level)
         attributes = codec.value

@@ -22,7 +22,15 @@ from hypothesis import strategies as st
 
 from tributary.protocol.errors import CorruptRecordError
 from tributary.protocol.primitives import encode_varint
-from tributary.protocol.records import HEADER_SIZE, LOG_APPEND_TIME, Record, build_batch, parse_batch_header
+from tributary.protocol.records import (
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    BatchBuilder,
+    Record,
+    build_batch,
+    builder,
+    parse_batch_header,
+)
 from tributary.protocol.records import codec as record_codec
 from tributary.protocol.records.compiled import DISABLE_VARIABLE
 from tributary.protocol.records.validate import _Walk
@@ -203,3 +211,45 @@ def test_varints_at_the_64_bit_edge_are_read_alike(varint: bytes, field: str) ->
         data[22] |= attributes
         _same_decode(bytes(data))
         _same_walk(bytes(data), [])
+
+
+# --- the encoder ----------------------------------------------------------------------------
+
+payloads = st.one_of(
+    st.none(), st.binary(max_size=300), st.binary(max_size=300).map(bytearray), st.binary(max_size=300).map(memoryview)
+)
+
+
+@needs_speedups
+@settings(max_examples=300)
+@given(
+    records=st.lists(
+        st.tuples(
+            payloads,
+            payloads,
+            st.integers(min_value=-(2**63), max_value=2**63 - 1),
+            st.integers(min_value=0, max_value=2**31 - 1),
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_records_encode_to_the_same_bytes(records: list[tuple[Any, Any, int, int]]) -> None:
+    assert SPEEDUPS is not None
+    compiled, python = bytearray(b"prefix"), bytearray(b"prefix")
+    for key, value, timestamp_delta, offset_delta in records:
+        SPEEDUPS.append_record(compiled, key, value, timestamp_delta, offset_delta)
+        builder._append_record_python(python, key, value, (), timestamp_delta, offset_delta)
+    assert compiled == python
+
+
+@needs_speedups
+@pytest.mark.parametrize(("key", "value"), [("text", b"v"), (b"k", "text"), (b"k", 5), (object(), None)])
+def test_a_record_of_the_wrong_types_is_refused_and_adds_nothing(key: object, value: object) -> None:
+    built = BatchBuilder()
+    built.append(b"k", b"v", timestamp=T0)
+    before = built.build()
+    with pytest.raises(TypeError):
+        built.append(key, value, timestamp=T0 + 1)  # type: ignore[arg-type]
+    assert built.record_count == 1
+    assert built.build() == before
