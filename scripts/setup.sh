@@ -17,6 +17,13 @@ done
 if command -v java >/dev/null 2>&1; then
     missing=("${missing[@]/default-jre-headless}")
 fi
+# A C compiler and Python's headers build the compiled record loops (protocol/records/_speedups.c,
+# optional: without them the pure-Python loops run, several times slower per record).
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
+if [ ! -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] \
+    && [ "$(command -v python3)" = /usr/bin/python3 ]; then
+    missing+=(python3-dev)  # Debian's Python keeps its headers in a package of their own
+fi
 # python3-venv matters only when the venv module is missing.
 if python3 -c "import ensurepip, venv" 2>/dev/null; then
     missing=("${missing[@]/python3-venv}")
@@ -37,6 +44,7 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test,fast,codecs]'
+.venv/bin/python -c 'from tributary.protocol.records.codec import IMPLEMENTATION as i; print(f"setup: record loops: {i}")'
 # The package is installed editable, so pip compiled none of its modules; where the environment
 # sets PYTHONDONTWRITEBYTECODE (this image does) no process would ever write them either, and
 # every broker, mirror and CLI process would compile the whole project again as it starts

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tributary.protocol.compression import Compression
@@ -106,6 +106,8 @@ class LogConfig:
     max_decompression_ratio: int = 100
     #: "producer", or the codec every batch is stored in (see :data:`COMPRESSION_TYPES`).
     compression_type: str = PRODUCER
+    #: ``cleanup.policy`` parsed once: every append asks (through :attr:`roll_ms`).
+    _policies: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
 
     def __post_init__(self) -> None:
         for name, attribute in KAFKA_NAMES.items():
@@ -154,13 +156,14 @@ class LogConfig:
             raise ValueError(
                 f"compression.type must be one of {', '.join(COMPRESSION_TYPES)}, not {self.compression_type!r}"
             )
-        policies = self.cleanup_policies
+        policies = frozenset(p.strip() for p in self.cleanup_policy.split(","))
+        object.__setattr__(self, "_policies", policies)  # frozen: set once, here
         if not policies or not policies <= _CLEANUP_POLICIES:
             raise ValueError(f"cleanup.policy must be delete, compact or both, not {self.cleanup_policy!r}")
 
     @property
     def cleanup_policies(self) -> frozenset[str]:
-        return frozenset(p.strip() for p in self.cleanup_policy.split(","))
+        return self._policies
 
     @property
     def deletes_old_segments(self) -> bool:
