@@ -163,6 +163,7 @@ class Sample:
     broker_cpu: float | None = None  # CPU seconds the broker used during the job
     client_cpu: float | None = None  # CPU seconds this process (client) used during the job
     requests: int | None = None  # Produce requests the client sent (librdkafka's count)
+    children_cpu: float = 0.0  # CPU seconds of the producer processes (--producers N)
 
 
 @dataclass
@@ -227,8 +228,18 @@ PRODUCE_16K = {"linger.ms": 5, "batch.size": 16384}
 PRODUCE_ZSTD = {"linger.ms": 20, "batch.size": 65536, "compression.type": "zstd"}
 
 
+#: Producer processes per produce job (``--producers``): 1 measures one librdkafka client's
+#: pipeline against each broker, more the broker's own capacity.
+PRODUCERS = 1
+
+
 def produce(broker: Broker, topic: str, values: Sequence[bytes], count: int, config: dict[str, Any]) -> Sample:
     settings = {"acks": 1, "enable.idempotence": False, **config}
+    if PRODUCERS > 1:
+        seconds, requests, children_cpu = common.confluent_produce_parallel(
+            broker.bootstrap, topic, values, count, settings, label=broker.label, producers=PRODUCERS
+        )
+        return Sample(seconds, count, count * len(values[0]), requests=requests, children_cpu=children_cpu)
     seconds, requests = common.confluent_produce_counted(
         broker.bootstrap, topic, values, count, settings, label=broker.label
     )
@@ -501,7 +512,7 @@ def timed(job: Callable[[], Sample], broker: Broker | None) -> Sample:
     broker_before = cpu_seconds(broker.pid) if broker is not None else None
     client_before = client_cpu()
     sample = job()
-    sample.client_cpu = client_cpu() - client_before
+    sample.client_cpu = client_cpu() - client_before + sample.children_cpu
     if broker is not None and broker_before is not None:
         after = cpu_seconds(broker.pid)
         sample.broker_cpu = after - broker_before if after is not None else None
@@ -620,7 +631,7 @@ def versions() -> dict[str, str]:
 
 
 def summary(run: Run) -> dict[str, Any]:
-    out: dict[str, Any] = {"shapes": {}, "rss": [], "goals": {}}
+    out: dict[str, Any] = {"shapes": {}, "rss": [], "goals": {}, "producers": PRODUCERS}
     for name in [*SHAPES, "preload-16KiB"]:
         shape = run.shapes.get(name)
         if shape is None or not shape.samples:
@@ -684,6 +695,8 @@ def render(result: dict[str, Any]) -> str:
         " per contender",
         "MB/s = 10^6 B of values per second; CPU = broker's (client's) CPU time per message, in microseconds;",
         "CPU/req = broker's CPU time per Produce request, in microseconds (msgs/req: messages per request)",
+        f"producers: {result.get('producers', 1)} librdkafka process(es) per produce job, the messages split among"
+        " them; client CPU counts them all",
         "",
     ]
     rows = []
@@ -758,6 +771,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR", help="run Tributary under cProfile")
+    parser.add_argument(
+        "--producers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="producer processes per produce job, the messages split among them (default 1: one librdkafka "
+        "client's pipeline; more: the broker's capacity)",
+    )
     common.add_process_arguments(parser, "sample Tributary with py-spy")
     args = parser.parse_args(argv)
     if common.replayed(args, render):
@@ -768,6 +789,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown or no shape(s): {', '.join(sorted(unknown))} (known: {', '.join(SHAPES)})")
     if args.repeat is not None and args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.producers < 1:
+        parser.error("--producers must be at least 1")
+    global PRODUCERS  # noqa: PLW0603 (one setting for every produce job of the run)
+    PRODUCERS = args.producers
     sizes = Sizes.pick(args.quick, args.repeat)
     for directory in (args.profile, args.py_spy):
         if directory is not None:

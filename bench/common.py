@@ -86,6 +86,80 @@ def confluent_produce_counted(
     return seconds, requests
 
 
+def confluent_produce_parallel(
+    bootstrap: str,
+    topic: str,
+    values: Sequence[bytes],
+    count: int,
+    config: dict[str, Any],
+    *,
+    label: str,
+    producers: int,
+) -> tuple[float, int, float]:
+    """:func:`confluent_produce_counted` split over ``producers`` processes, each with its own
+    librdkafka producer and ``count / producers`` messages: one client's pipeline (its request
+    window, its Python loop) is then no longer what holds the broker back. The children connect
+    first and start together. Returns the seconds from the first start to the last flush (the
+    system's monotonic clock, which every process shares), the requests they sent and the CPU
+    seconds they used from their start to their flush (all their threads)."""
+    import multiprocessing  # noqa: PLC0415 (only this path starts processes)
+
+    context = multiprocessing.get_context("spawn")  # librdkafka is not fork-safe
+    start = context.Barrier(producers)
+    results = context.Queue()
+    shares = [count // producers + (1 if i < count % producers else 0) for i in range(producers)]
+    children = [
+        context.Process(
+            target=_produce_child,
+            args=(bootstrap, topic, list(values), share, config, f"{label}-{i}", start, results),
+            daemon=True,
+        )
+        for i, share in enumerate(shares)
+    ]
+    for child in children:
+        child.start()
+    try:
+        outcomes = [results.get(timeout=600) for _ in children]
+    finally:
+        for child in children:
+            child.join(timeout=30)
+            if child.is_alive():
+                child.kill()
+                child.join()
+    failed = [o for o in outcomes if isinstance(o, str)]
+    if failed:
+        raise RuntimeError(f"{label}: {'; '.join(failed)}")
+    begun = min(o[0] for o in outcomes)
+    ended = max(o[1] for o in outcomes)
+    return ended - begun, sum(o[2] for o in outcomes), sum(o[3] for o in outcomes)
+
+
+def _produce_child(  # noqa: PLR0917 (a process target takes its arguments by position)
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    count: int,
+    config: dict[str, Any],
+    label: str,
+    start: Any,
+    results: Any,
+) -> None:
+    cpu_at_start = 0.0
+
+    def wait_for_the_others() -> None:
+        nonlocal cpu_at_start
+        start.wait()
+        cpu_at_start = client_cpu()
+
+    try:
+        _, requests, begun, ended = _confluent_produce_timed(
+            bootstrap, topic, values, count, config, label=label, count_requests=True, before_start=wait_for_the_others
+        )
+        results.put((begun, ended, requests, client_cpu() - cpu_at_start))
+    except BaseException as exc:  # reported to the parent, which raises it
+        results.put(f"{label}: {exc!r}")
+
+
 #: How often librdkafka emits its statistics while Produce requests are counted (a JSON
 #: document a few times a second costs the client next to nothing).
 STATISTICS_MS = 200
@@ -101,6 +175,24 @@ def _confluent_produce(
     label: str,
     count_requests: bool,
 ) -> tuple[float, int | None]:
+    seconds, requests, _, _ = _confluent_produce_timed(
+        bootstrap, topic, values, count, config, label=label, count_requests=count_requests
+    )
+    return seconds, requests
+
+
+def _confluent_produce_timed(
+    bootstrap: str,
+    topic: str,
+    values: Sequence[bytes],
+    count: int,
+    config: dict[str, Any],
+    *,
+    label: str,
+    count_requests: bool,
+    before_start: Callable[[], object] | None = None,
+) -> tuple[float, int | None, float, float]:
+    """Seconds, requests, and the perf_counter at the start and at the end of the timed part."""
     from confluent_kafka import Producer  # noqa: PLC0415 (a test extra)
 
     errors: list[str] = []
@@ -130,6 +222,8 @@ def _confluent_produce(
     )
     producer.list_topics(topic, timeout=10)  # connected, metadata known: not timed
     send, poll, n = producer.produce, producer.poll, len(values)
+    if before_start is not None:
+        before_start()
     start = time.perf_counter()
     for i in range(count):
         value = values[i % n]
@@ -144,7 +238,8 @@ def _confluent_produce(
                 except BufferError:
                     continue
     left = producer.flush(120)
-    seconds = time.perf_counter() - start
+    ended = time.perf_counter()
+    seconds = ended - start
     requests = None
     if count_requests:
         # Statistics emitted after the flush count every request (none is in flight): wait
@@ -159,7 +254,7 @@ def _confluent_produce(
     del producer
     if left or errors:
         raise RuntimeError(f"{label}: {left} messages undelivered; errors: {errors}")
-    return seconds, requests
+    return seconds, requests, start, ended
 
 
 def settings(args: argparse.Namespace, *, default_seconds: float, quick_seconds: float) -> Settings:
