@@ -13,20 +13,27 @@
   and sequence (:class:`Stamp`) and the CRC recomputed (the records stay
   compressed, untouched). Without a stamp the source's producer fields are
   cleared, and a plain batch is passed on as it is.
+- :func:`stamp_fetch` does all three for one fetch at once, the copier's hot path: the
+  selected batches copied out of the fetch response in one piece and stamped in place
+  (:class:`StampedFetch`), no object per plain batch beyond its parsed header.
 - :func:`same_batch` tells whether an aggregate batch is the copy of a source
   batch, which is how recovery recognises what is already in the aggregate.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from tributary.client.raw.batches import RawBatches
-from tributary.protocol.crc32c import BytesLike
+from tributary.client.raw.batches import AbortedTransactions, RawBatches
+from tributary.protocol.crc32c import BytesLike, crc32c
 from tributary.protocol.records import (
+    CONTROL_BIT,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     NO_PRODUCER_ID,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     attach_producer,
     dense_batch,
@@ -108,6 +115,81 @@ def for_target(header: BatchHeader, data: BytesLike, stamp: Stamp | None = None)
     return buf
 
 
+#: Sequences are int32 and wrap to 0 (as ``client.producer.idempotence.SEQUENCE_MODULUS``).
+_SEQUENCE_MODULUS = 2**31
+# Where the fields a stamp rewrites sit in a v2 batch header (protocol/records/__init__.py):
+# attributes after baseOffset 8, batchLength 4, partitionLeaderEpoch 4, magic 1, crc 4; the
+# producer fields after attributes 2, lastOffsetDelta 4, baseTimestamp 8, maxTimestamp 8. The
+# CRC-32C covers attributes to the end. (tests/mirror/test_batches.py checks these against
+# protocol.records.attach_producer.)
+_CRC_AT = 17
+_ATTRIBUTES_AT = 21
+_PRODUCER_AT = 43
+_ATTRIBUTES = struct.Struct(">h")
+_PRODUCER = struct.Struct(">qhi")
+_CRC = struct.Struct(">I")
+
+
+class StampedFetch(NamedTuple):
+    """The batches of one fetch to copy, ready to produce (:func:`stamp_fetch`)."""
+
+    #: Each selected batch's source header, in order.
+    headers: list[BatchHeader]
+    #: The bytes to produce for each (views of one buffer, stamped in place).
+    payloads: list[BytesLike]
+    #: The producer's base sequence of each batch, and after the last (``len(headers) + 1``).
+    sequences: list[int]
+    #: The renumbered ones (a log cleaner left gaps) by index; the others land whole, as one run.
+    renumbered: dict[int, SourceBatch]
+
+
+def stamp_fetch(fetched: RawBatches, start: int, stamp: Stamp) -> StampedFetch:
+    """What :func:`copyable`, :func:`prepare` and :func:`for_target` with consecutive sequences
+    from ``stamp`` make of ``fetched`` from source offset ``start`` on, in one pass: the selected
+    plain batches are copied out of the response once, in one piece (from the first to the end
+    of the last), and stamped in place; a renumbered batch is prepared and stamped on its own."""
+    records = fetched.records
+    aborted = AbortedTransactions(fetched.aborted_transactions) if fetched.aborted_transactions else None
+    selected: list[tuple[int, BatchHeader]] = []
+    for position, header in fetched.batches:
+        if aborted is not None:
+            if aborted.drops(header, records, position):
+                continue
+        elif header.attributes & CONTROL_BIT:
+            continue
+        if header.base_offset + header.last_offset_delta >= start and header.record_count > 0:
+            selected.append((position, header))
+    headers = [header for _, header in selected]
+    payloads: list[BytesLike] = []
+    sequences = [stamp.base_sequence]
+    renumbered: dict[int, SourceBatch] = {}
+    if not selected:
+        return StampedFetch(headers, payloads, sequences, renumbered)
+    first = selected[0][0]
+    last_position, last_header = selected[-1]
+    buf = bytearray(memoryview(records)[first : last_position + last_header.batch_length + LOG_OVERHEAD])
+    view = memoryview(buf)
+    producer_id, producer_epoch, sequence = stamp
+    pack_attributes, pack_producer, pack_crc = _ATTRIBUTES.pack_into, _PRODUCER.pack_into, _CRC.pack_into
+    for index, (position, header) in enumerate(selected):
+        if header.last_offset_delta != header.record_count - 1:  # gaps: renumbered apart
+            size = header.batch_length + LOG_OVERHEAD
+            prepared = prepare(header, records[position : position + size])
+            renumbered[index] = prepared
+            payloads.append(for_target(prepared.header, prepared.data, Stamp(producer_id, producer_epoch, sequence)))
+            sequence = (sequence + prepared.header.last_offset_delta + 1) % _SEQUENCE_MODULUS
+        else:
+            at = position - first
+            end = at + header.batch_length + LOG_OVERHEAD
+            pack_attributes(buf, at + _ATTRIBUTES_AT, header.attributes & ~TRANSACTIONAL_BIT)
+            pack_producer(buf, at + _PRODUCER_AT, producer_id, producer_epoch, sequence)
+            pack_crc(buf, at + _CRC_AT, crc32c(view[at + _ATTRIBUTES_AT : end]))
+            payloads.append(view[at:end])
+            sequence = (sequence + header.last_offset_delta + 1) % _SEQUENCE_MODULUS
+        sequences.append(sequence)
+    return StampedFetch(headers, payloads, sequences, renumbered)
+
+
 def same_batch(
     aggregate: BatchHeader,
     aggregate_data: BytesLike,
@@ -141,4 +223,14 @@ def _contents(data: BytesLike) -> list[tuple[int, bytes | None, bytes | None, ob
     return [(r.timestamp, r.key, r.value, r.headers) for r in iter_records(data)]
 
 
-__all__ = ["Run", "SourceBatch", "Stamp", "copyable", "for_target", "prepare", "same_batch"]
+__all__ = [
+    "Run",
+    "SourceBatch",
+    "Stamp",
+    "StampedFetch",
+    "copyable",
+    "for_target",
+    "prepare",
+    "same_batch",
+    "stamp_fetch",
+]

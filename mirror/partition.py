@@ -21,7 +21,6 @@ answer, and resumes from there.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -29,10 +28,10 @@ from dataclasses import dataclass, field
 import trio
 
 from tributary.client.errors import KafkaConnectionError, KafkaError
-from tributary.client.producer.idempotence import SEQUENCE_MODULUS, init_producer_id
+from tributary.client.producer.idempotence import init_producer_id
 from tributary.client.raw.batches import ProduceResult, RawBatches
 from tributary.client.wire.metadata import TopicPartition
-from tributary.mirror.batches import SourceBatch, Stamp, copyable, for_target, prepare
+from tributary.mirror.batches import SourceBatch, Stamp, StampedFetch, stamp_fetch
 from tributary.mirror.checkpoint import Checkpoint
 from tributary.mirror.context import MirrorContext
 from tributary.mirror.offset_map import MappingEntry
@@ -231,52 +230,30 @@ class PartitionCopier:
 
     async def _copy(self, fetched: RawBatches) -> None:
         """Copy the selected batches of one fetch, in order: handed to the producer as one run,
-        sent again from the first unacknowledged one after a failure that may pass."""
+        sent again from the first unacknowledged one after a failure that may pass.
+
+        This is the mirror's per-batch path, so it works on plain ints per batch: the
+        checkpoint, the stamp and the translation entry are built once per answer (or where
+        a translation run breaks), not once per batch."""
         ctx, state = self.ctx, self.state
         assert state.copied is not None
         state.high_watermark = max(state.high_watermark, fetched.high_watermark)
-        selected = [prepare(header, data) for header, data in copyable(fetched, state.copied.source)]
-        payloads, stamps = self._stamped(selected)
+        stamp = self.stamp
+        fetched_run = stamp_fetch(fetched, state.copied.source, stamp)
+        payloads = fetched_run.payloads
         # Consecutive batches whose offsets moved by the same amount need one translation
-        # entry between them, not one each: the entry covers the run.
-        run: MappingEntry | None = None
+        # entry between them, not one each: the entry covers the run. ``run`` holds
+        # (source base, source last, aggregate base) of the entry being extended.
+        run: tuple[int, int, int] | None = None
         done = 0
+        total = len(payloads)
         backoff = ctx.target.config.retry_backoff
-        while done < len(selected) and not state.stopping:
-            results, error = await self._produce(payloads[done:])
-            records = size = 0
-            for result in results:
-                prepared = selected[done]
-                header, produced = prepared.source, prepared.header
-                self.stamp = stamps[done + 1]
-                if result.base_offset != state.copied.aggregate:
-                    # Someone else appended to the aggregate partition: the copy is still exact
-                    # (translation uses the real offset), but it is worth an operator's look.
-                    ctx.metrics.error("aggregate_offset_gap")
-                    log.warning(
-                        "event=aggregate_offset_gap target=%s expected=%d got=%d",
-                        state.target, state.copied.aggregate, result.base_offset,
-                    )  # fmt: skip
-                before = state.copied
-                state.copied = Checkpoint(header.next_offset, result.base_offset + produced.last_offset_delta + 1)
-                state.last_timestamp_ms = max(state.last_timestamp_ms, header.max_timestamp)
-                for entry in self._entries(prepared, result.base_offset):
-                    if (
-                        run is not None
-                        and run.source_last + 1 == entry.source_base
-                        and run.aggregate_base - run.source_base == entry.aggregate_base - entry.source_base
-                    ):
-                        run = dataclasses.replace(run, source_last=entry.source_last)
-                    else:
-                        # A checkpoint may cover what came before this batch, not yet the batch.
-                        await self._record(run, before)
-                        run = entry
-                records += header.record_count
-                size += len(payloads[done])
-                done += 1
+        while done < total and not state.stopping:
+            results, error = await self._produce(payloads[done:] if done else payloads)
             if results:
-                ctx.target_link.up()
-                ctx.metrics.copied(state.source.topic, batches=len(results), records=records, size=size)
+                run = await self._acknowledged(results, fetched_run, done, run)
+                done += len(results)
+                self.stamp = Stamp(stamp.producer_id, stamp.producer_epoch, fetched_run.sequences[done])
                 backoff = ctx.target.config.retry_backoff
             if error is None:
                 continue  # everything acknowledged, or paused (stopping, or waiting for the group)
@@ -290,27 +267,66 @@ class PartitionCopier:
             state.membership_wait = None
             backoff = min(backoff * 2, ctx.config.reconnect_backoff_max_ms / 1000)
         # The batches after the last copied one (markers, aborted transactions) are skipped for good.
-        if done == len(selected) and fetched.next_offset > state.copied.source and not state.stopping:
+        if done == total and fetched.next_offset > state.copied.source and not state.stopping:
             state.copied = Checkpoint(fetched.next_offset, state.copied.aggregate)
         await self._record(run)
 
-    def _stamped(self, selected: list[SourceBatch]) -> tuple[list[BytesLike], list[Stamp]]:
-        """The bytes to produce for each selected batch, stamped once with the sequence it keeps
-        when sent again, and the stamp in force after each (``stamps[i]`` before batch ``i``)."""
-        stamps = [self.stamp]
-        payloads: list[BytesLike] = []
-        for prepared in selected:
-            stamp = stamps[-1]
-            payloads.append(for_target(prepared.header, prepared.data, stamp))
-            sequence = (stamp.base_sequence + prepared.header.last_offset_delta + 1) % SEQUENCE_MODULUS
-            stamps.append(stamp._replace(base_sequence=sequence))
-        return payloads, stamps
+    async def _acknowledged(
+        self, results: list[ProduceResult], batches: StampedFetch, done: int, run: tuple[int, int, int] | None
+    ) -> tuple[int, int, int] | None:
+        """Take in the answers to ``batches`` from index ``done`` on: advance ``copied``, extend
+        the translation run, recording the one a batch breaks; the run being extended after."""
+        ctx, state = self.ctx, self.state
+        assert state.copied is not None
+        headers, payloads, renumbered = batches.headers, batches.payloads, batches.renumbered
+        copied_source, copied_aggregate = state.copied.source, state.copied.aggregate
+        last_timestamp = state.last_timestamp_ms
+        records = size = 0
+        for index, result in enumerate(results, done):
+            header = headers[index]
+            base = result.base_offset
+            if base != copied_aggregate:
+                # Someone else appended to the aggregate partition: the copy is still exact
+                # (translation uses the real offset), but it is worth an operator's look.
+                ctx.metrics.error("aggregate_offset_gap")
+                log.warning(
+                    "event=aggregate_offset_gap target=%s expected=%d got=%d", state.target, copied_aggregate, base
+                )
+            before = (copied_source, copied_aggregate)
+            source_base = header.base_offset
+            copied_source = source_base + header.last_offset_delta + 1
+            prepared = renumbered.get(index) if renumbered else None
+            pieces: tuple[tuple[int, int, int], ...]
+            if prepared is None:
+                pieces = ((source_base, copied_source - 1, base),)
+                copied_aggregate = base + header.last_offset_delta + 1
+            else:
+                pieces = tuple((r.first, r.last, base + r.position) for r in prepared.runs)
+                copied_aggregate = base + prepared.header.last_offset_delta + 1
+            for first, last, landed in pieces:
+                if run is not None and run[1] + 1 == first and run[2] - run[0] == landed - first:
+                    run = (run[0], last, run[2])
+                else:
+                    # A checkpoint may cover what came before this batch, not yet the batch.
+                    state.copied = Checkpoint(copied_source, copied_aggregate)
+                    await self._record(run, Checkpoint(*before))
+                    run = (first, last, landed)
+            last_timestamp = max(last_timestamp, header.max_timestamp)
+            records += header.record_count
+            size += len(payloads[index])
+        state.copied = Checkpoint(copied_source, copied_aggregate)
+        state.last_timestamp_ms = last_timestamp
+        ctx.target_link.up()
+        ctx.metrics.copied(state.source.topic, batches=len(results), records=records, size=size)
+        return run
 
-    async def _record(self, run: MappingEntry | None, upto: Checkpoint | None = None) -> None:
-        """Write a run's translation entry; from then on, a checkpoint may cover what was copied
-        (up to ``upto``, when the batch just copied still has entries to come)."""
+    async def _record(self, run: tuple[int, int, int] | None, upto: Checkpoint | None = None) -> None:
+        """Write a run's translation entry, (source base, source last, aggregate base); from then
+        on, a checkpoint may cover what was copied (up to ``upto``, when the batch just copied
+        still has entries to come)."""
         if run is not None:
-            await self.ctx.mapping.add(run)
+            tp = self.state.source
+            await self.ctx.mapping.add(MappingEntry(self.alias, tp.topic, tp.partition, *run))
         self.state.recorded = self.state.copied if upto is None else upto
 
     def _may_send(self) -> bool:

@@ -121,14 +121,23 @@ class ProduceMux:
     async def _send_loop(self, leader_id: int, leader: _Leader) -> None:
         slots = trio.Semaphore(self._max_in_flight)
         depth = self.depth
+        runs = leader.runs
         while True:
-            if not any(run.wants_to_send(depth) for run in leader.runs.values()):
+            # (Once per request: plain loops, and a free slot taken without a trip through
+            # the scheduler; the wait for the answer is the request's checkpoint.)
+            for run in runs.values():
+                if run.wants_to_send(depth):
+                    break
+            else:
                 leader.wanted = trio.Event()
                 await leader.wanted.wait()
                 continue
-            await slots.acquire()
+            try:
+                slots.acquire_nowait()
+            except trio.WouldBlock:
+                await slots.acquire()
             batch: list[tuple[_Run, int]] = []
-            for run in leader.runs.values():
+            for run in runs.values():
                 if not run.wants_to_send(depth):
                     continue
                 if not run.may_send():

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tributary.client.raw.batches import RawBatches
-from tributary.mirror.batches import Run, Stamp, copyable, for_target, prepare, same_batch
+from tributary.mirror.batches import Run, Stamp, copyable, for_target, prepare, same_batch, stamp_fetch
 from tributary.mirror.offset_map import MappingEntry, PartitionMap
 from tributary.protocol.records import (
     CONTROL_BIT,
@@ -425,3 +425,61 @@ def test_a_plain_batch_is_not_renumbered_and_an_empty_one_is_not_copied() -> Non
     stored = bytearray(data)
     set_base_offset(stored, 0, 13)
     assert [h.base_offset for h, _ in copyable(fetched([empty, bytes(stored)], 10), 10)] == [13]
+
+
+# --- stamp_fetch: the copier's one-pass path, against the pieces it stands for -----------------
+
+
+def _stamped_one_by_one(raw: RawBatches, start: int, stamp: Stamp) -> tuple[list[bytes], list[int]]:
+    """What copyable, prepare and for_target make of a fetch, batch by batch."""
+    payloads: list[bytes] = []
+    sequences = [stamp.base_sequence]
+    for header, data in copyable(raw, start):
+        prepared = prepare(header, data)
+        payloads.append(bytes(for_target(prepared.header, prepared.data, stamp._replace(base_sequence=sequences[-1]))))
+        sequences.append((sequences[-1] + prepared.header.last_offset_delta + 1) % 2**31)
+    return payloads, sequences
+
+
+def _check_stamp_fetch(raw: RawBatches, start: int, stamp: Stamp) -> None:
+    before = bytes(raw.records)
+    out = stamp_fetch(raw, start, stamp)
+    payloads, sequences = _stamped_one_by_one(raw, start, stamp)
+    assert [bytes(p) for p in out.payloads] == payloads
+    assert out.sequences == sequences
+    assert [h.base_offset for h in out.headers] == [h.base_offset for h, _ in copyable(raw, start)]
+    for index, header in enumerate(out.headers):
+        assert (index in out.renumbered) == (header.last_offset_delta != header.record_count - 1)
+    assert bytes(raw.records) == before, "the fetched bytes must not be modified in place"
+
+
+@settings(max_examples=200, deadline=None)
+@given(interleavings(), st.data())
+def test_stamp_fetch_is_copyable_prepare_and_for_target_in_one_pass(
+    generated: tuple[list[Planned], dict[tuple[int, int], bool]], data: st.DataObject
+) -> None:
+    plan, outcome = generated
+    batches = build_planned(plan)
+    headers = [parse_batch_header(b) for b in batches]
+    end = headers[-1].next_offset if headers else 0
+    start = data.draw(st.integers(0, max(end, 0)), label="start")
+    aborted: list[tuple[int, int]] = []
+    first_offset: dict[tuple[int, int], int] = {}
+    for event, header in zip(plan, headers, strict=True):
+        key = (event.producer, event.txn)
+        if event.kind in ("txn", "marker"):
+            first_offset.setdefault(key, header.base_offset)
+        if event.kind == "marker" and not outcome[key]:
+            aborted.append((event.producer, first_offset[key]))
+    sequence = data.draw(st.sampled_from([0, 17, 2**31 - 3]), label="first sequence")
+    _check_stamp_fetch(fetched(batches, 0, aborted), start, Stamp(4242, 3, sequence))
+
+
+def test_stamp_fetch_renumbers_a_cleaned_batch_between_plain_ones() -> None:
+    plain = [data_batch([b"a", b"b"], compression=Compression.ZSTD), data_batch([b"c"], producer_id=9)]
+    before = log_of(plain[:1], base=90)  # offsets 90-91
+    cleaned = bytearray(_cleaned())  # offsets 100-107 with gaps
+    after = log_of(plain[1:], base=108)
+    batches = [*before, bytes(cleaned), *after]
+    for start in (0, 91, 92, 104, 108, 109):
+        _check_stamp_fetch(fetched(batches, 90), start, Stamp(5, 1, 2**31 - 2))
