@@ -22,18 +22,16 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
 from tributary.client.raw.batches import AbortedTransactions, RawBatches
-from tributary.protocol.crc32c import BytesLike, crc32c
+from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.records import (
     CONTROL_BIT,
     HEADER_SIZE,
     LOG_OVERHEAD,
     NO_PRODUCER_ID,
-    TRANSACTIONAL_BIT,
     BatchHeader,
     attach_producer,
     dense_batch,
@@ -117,17 +115,6 @@ def for_target(header: BatchHeader, data: BytesLike, stamp: Stamp | None = None)
 
 #: Sequences are int32 and wrap to 0 (as ``client.producer.idempotence.SEQUENCE_MODULUS``).
 _SEQUENCE_MODULUS = 2**31
-# Where the fields a stamp rewrites sit in a v2 batch header (protocol/records/__init__.py):
-# attributes after baseOffset 8, batchLength 4, partitionLeaderEpoch 4, magic 1, crc 4; the
-# producer fields after attributes 2, lastOffsetDelta 4, baseTimestamp 8, maxTimestamp 8. The
-# CRC-32C covers attributes to the end. (tests/mirror/test_batches.py checks these against
-# protocol.records.attach_producer.)
-_CRC_AT = 17
-_ATTRIBUTES_AT = 21
-_PRODUCER_AT = 43
-_ATTRIBUTES = struct.Struct(">h")
-_PRODUCER = struct.Struct(">qhi")
-_CRC = struct.Struct(">I")
 
 
 class StampedFetch(NamedTuple):
@@ -170,7 +157,6 @@ def stamp_fetch(fetched: RawBatches, start: int, stamp: Stamp) -> StampedFetch:
     buf = bytearray(memoryview(records)[first : last_position + last_header.batch_length + LOG_OVERHEAD])
     view = memoryview(buf)
     producer_id, producer_epoch, sequence = stamp
-    pack_attributes, pack_producer, pack_crc = _ATTRIBUTES.pack_into, _PRODUCER.pack_into, _CRC.pack_into
     for index, (position, header) in enumerate(selected):
         if header.last_offset_delta != header.record_count - 1:  # gaps: renumbered apart
             size = header.batch_length + LOG_OVERHEAD
@@ -180,11 +166,8 @@ def stamp_fetch(fetched: RawBatches, start: int, stamp: Stamp) -> StampedFetch:
             sequence = (sequence + prepared.header.last_offset_delta + 1) % _SEQUENCE_MODULUS
         else:
             at = position - first
-            end = at + header.batch_length + LOG_OVERHEAD
-            pack_attributes(buf, at + _ATTRIBUTES_AT, header.attributes & ~TRANSACTIONAL_BIT)
-            pack_producer(buf, at + _PRODUCER_AT, producer_id, producer_epoch, sequence)
-            pack_crc(buf, at + _CRC_AT, crc32c(view[at + _ATTRIBUTES_AT : end]))
-            payloads.append(view[at:end])
+            attach_producer(buf, at, producer_id, producer_epoch, sequence)
+            payloads.append(view[at : at + header.batch_length + LOG_OVERHEAD])
             sequence = (sequence + header.last_offset_delta + 1) % _SEQUENCE_MODULUS
         sequences.append(sequence)
     return StampedFetch(headers, payloads, sequences, renumbered)
