@@ -8,16 +8,24 @@ dependencies (pyarrow, zstandard, crcmod, ...); docs/loader.md shows both ways t
 
 The archive holds the Python sources of the whole namespace, as installed or as checked out
 (a checkout's ``tributary/`` links to the folders at the repository root, followed here), with
-fixed timestamps and a sorted order, so the same code always gives the same bytes.
+fixed timestamps and a sorted order, so the same code always gives the same bytes. It also holds
+the compiled record loops where they were built (``protocol/records/_speedups*.so``): Python
+imports no compiled module from a zip, so ``protocol.records.compiled`` copies it out on the
+executor and loads it there when it was built for that executor's Python, else the Python loops
+run.
 """
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import zipfile
 from pathlib import Path
 
 import tributary
+
+#: Python sources, and compiled modules (the record loops) for this interpreter.
+_SUFFIXES = (".py", *importlib.machinery.EXTENSION_SUFFIXES)
 
 #: Zip entries carry this time, so that two builds of the same sources are byte-identical.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -27,7 +35,7 @@ def _sources(root: Path) -> list[Path]:
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        found.extend(Path(dirpath) / name for name in sorted(filenames) if name.endswith(".py"))
+        found.extend(Path(dirpath) / name for name in sorted(filenames) if name.endswith(_SUFFIXES))
     return found
 
 

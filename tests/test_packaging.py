@@ -7,6 +7,7 @@ and the loader's archive imported by a Python process that has nothing else of T
 
 from __future__ import annotations
 
+import importlib.machinery
 import subprocess
 import sys
 import sysconfig
@@ -17,6 +18,7 @@ import pytest
 
 from tests.wheel import build_wheel
 from tributary.loader.package import build_archive
+from tributary.protocol.records import codec as record_codec
 
 PACKAGES = ("protocol", "client", "broker", "mirror", "loader", "deploy")
 
@@ -99,6 +101,29 @@ def test_executors_import_tributary_from_the_loader_archive(tmp_path: Path) -> N
     again = tmp_path / "again.zip"
     build_archive(again)
     assert again.read_bytes() == archive.read_bytes()
+
+
+def test_executors_run_the_compiled_record_loops_from_the_archive(tmp_path: Path) -> None:
+    # Python imports no compiled module from a zip: compiled.py copies it out and loads it.
+    archive = tmp_path / "tributary.zip"
+    build_archive(archive)
+    with zipfile.ZipFile(archive) as opened:
+        compiled = [n for n in opened.namelist() if n.startswith("tributary/protocol/records/_speedups")]
+    if record_codec.SPEEDUPS is None:
+        assert compiled == []  # nothing was built here: nothing to ship
+        return
+    assert compiled == [f"tributary/protocol/records/_speedups{importlib.machinery.EXTENSION_SUFFIXES[0]}"]
+    code = (
+        "import tributary.protocol.records.codec as c, tributary.protocol.records as r\n"
+        "print(c.IMPLEMENTATION, r.__file__)\n"
+        "batch = r.build_batch([(b'k', b'v' * 300, (), 1)] * 3)\n"
+        "print([len(x.value) for x in r.decode_records(batch)])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(archive)},
+        check=True, capture_output=True, text=True,
+    ).stdout
+    assert out.splitlines() == [f"compiled {archive}/tributary/protocol/records/__init__.py", "[300, 300, 300]"]
 
 
 def test_tributary_load_package_writes_the_archive(tmp_path: Path) -> None:
