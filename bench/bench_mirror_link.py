@@ -15,7 +15,7 @@ bytes crossing the link, not the producer's compression, are what is measured. R
 round (rotating who goes first) each copier copies each topic whole into a fresh aggregate
 topic, watched from outside as in ``bench_mirror.py`` (``bench_mirror_peers.watch_copy``):
 
-* **shallow**: ``tributary mirror --fetch-windows 8`` (the default is 1, docs/mirror.md): up to eight
+* **shallow**: ``tributary mirror --fetch-windows 8`` (the default, spelled out): up to eight
   fetches of a partition in flight at estimated offsets (``mirror/windows.py``), four fetch
   requests per connection;
 * **one fetch**: ``tributary mirror --fetch-windows 1 --fetch-sessions 2``: a partition in
@@ -75,7 +75,7 @@ from .bench_mirror_peers import (
 from .common import log
 from .processes import Server, Tributary, ZooKeeper, cpu_seconds
 
-#: The shallow mirror reads each partition ahead of itself: 8 fetches in flight.
+#: The shallow mirror reads each partition ahead of itself: 8 fetches in flight (its default).
 READ_AHEAD = ["--fetch-windows", "8"]
 
 TOPICS = (("far-1p", 1), ("far-16p", 16))

@@ -78,10 +78,7 @@ class MirrorConfig:
     fetch_partition_max_bytes: int = 2 * 1024 * 1024
     fetch_max_wait_ms: int = 250
     fetch_sessions: int = 4
-    #: 1 by default: with reading ahead, a copy of a compacted source still stalled without an
-    #: error in a CI run after the gap-window fix (tests/mirror/test_mirror_compacted.py; a
-    #: second cause not found yet). A long link to an uncompacted source sets 8 (docs/mirror.md).
-    fetch_windows: int = 1
+    fetch_windows: int = 8
     #: Bytes fetched and not yet acknowledged by the aggregate: the backpressure bound.
     max_inflight_bytes: int = 64 * 1024 * 1024
     #: Requests in flight per connection (fetches to the source, produces to the aggregate).

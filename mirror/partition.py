@@ -42,6 +42,9 @@ from tributary.protocol.records import BatchHeader
 
 log = logging.getLogger("tributary.mirror")
 
+#: How long a partition behind its source may copy nothing before its reading state is logged.
+STALL_SECONDS = 30.0
+
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
@@ -129,6 +132,10 @@ class PartitionCopier:
         self.alias = ctx.config.source_alias
         #: The idempotent producer fields of the next batch (a new producer id per recovery).
         self.stamp = Stamp(-1, -1, 0)
+        #: The source position last seen moving and when (trio's clock), for :meth:`update_lag`;
+        #: whether the stall since then was logged.
+        self._progress: tuple[int, float] = (-1, 0.0)
+        self._stall_logged = False
 
     # --- start: where to resume -----------------------------------------------------------------
 
@@ -363,6 +370,30 @@ class PartitionCopier:
         if behind and state.last_timestamp_ms > 0:
             seconds = max(0.0, time.time() - state.last_timestamp_ms / 1000)
         self.ctx.metrics.lag(state.source.topic, state.source.partition, records=lag, seconds=seconds)
+        self._watch_progress(lag)
+
+    def _watch_progress(self, lag: int) -> None:
+        """Log once where the partition's reading stands when it is behind the source's high
+        watermark and nothing was copied for STALL_SECONDS: the source or the aggregate
+        unreachable (their own events say so), an open transaction holding the last stable
+        offset back, a compacted source whose last records are gone (a fetch finds nothing
+        below its high watermark), or a reader stuck, which this line lets one tell apart."""
+        state = self.state
+        now = trio.current_time()
+        position = -1 if state.copied is None else state.copied.source
+        if position != self._progress[0] or lag == 0:
+            self._progress = (position, now)
+            self._stall_logged = False
+            return
+        if self._stall_logged or now - self._progress[1] < STALL_SECONDS:
+            return
+        self._stall_logged = True
+        windows = state.windows
+        log.info(
+            "event=partition_no_progress source=%s copied=%d high_watermark=%d seconds=%.0f queued_bytes=%d %s",
+            state.source, position, state.high_watermark, now - self._progress[1], state.queued_bytes,
+            "fetching=no (paused or recovering)" if windows is None else windows.describe(),
+        )  # fmt: skip
 
 
 __all__ = ["Delivery", "PartitionCopier", "PartitionState"]

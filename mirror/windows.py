@@ -51,8 +51,14 @@ class Window:
         self.result: RawBatches | None = None
 
     def __repr__(self) -> str:
-        state = "answered" if self.result is not None else "sent" if self.sent else "unsent"
-        return f"Window({self.start}, {state})"
+        state = "unsent"
+        if self.result is not None:
+            answer = self.result
+            first = answer.batches[0][1].base_offset if answer.batches else None
+            state = f"answered {first}-{answer.next_offset}" if answer.batches else "answered empty"
+        elif self.sent:
+            state = "sent"
+        return f"Window({self.start}, base={self.base}, end={self.end}, {state})"
 
 
 class FetchWindows:
@@ -116,6 +122,11 @@ class FetchWindows:
             return None
         batches = max(1, int(self.window_bytes // self._batch_bytes))
         return base + max(1, int(batches * self._batch_offsets))
+
+    def describe(self) -> str:
+        """The windows' state, for a log line about a partition that makes no progress."""
+        rate = "unknown" if self._batch_bytes is None else f"{self._batch_bytes:.0f}B/{self._batch_offsets:.1f}"
+        return f"frontier={self.frontier} end={self._end} batch={rate} windows={list(self._windows)}"
 
     def sent(self, window: Window) -> None:
         window.sent = True

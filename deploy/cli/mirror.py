@@ -34,7 +34,7 @@ log = logging.getLogger("tributary.mirror")
 
 _INT_FLAGS = (
     ("--fetch-sessions", "fetch requests in flight per source connection (default 4)"),
-    ("--fetch-windows", "fetches of one partition in flight, reading ahead on a long link (default 1; docs/mirror.md)"),
+    ("--fetch-windows", "fetches of one partition in flight, reading ahead on a long link (default 8)"),
     ("--fetch-max-bytes", "bytes per fetch request (default 16 MiB)"),
     ("--fetch-partition-max-bytes", "bytes per partition per fetch (default 2 MiB)"),
     ("--fetch-max-wait-ms", "long-poll time of a fetch (default 250)"),

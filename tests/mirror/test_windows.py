@@ -271,3 +271,62 @@ def test_a_gap_window_goes_out_when_every_window_is_in_flight(
         if windows.frontier >= log.end:
             break
     assert windows.frontier == log.end
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shapes=st.lists(
+        st.tuples(st.integers(1, 40), st.integers(100, 3000), st.sampled_from([0, 0, 1, 3, 50, 400])),
+        min_size=2, max_size=50,
+    ),
+    cleans=st.lists(st.tuples(st.floats(0.05, 1), st.integers(0, 10**6)), max_size=30),
+    window_bytes=st.integers(2000, 20_000),
+    depth=st.integers(1, 8),
+    seed=st.integers(0, 2**32),
+)  # fmt: skip
+def test_a_source_compacted_while_it_is_read_ahead(
+    shapes: list[tuple[int, int, int]], cleans: list[tuple[float, int]], window_bytes: int, depth: int,
+    seed: int,
+) -> None:  # fmt: skip
+    """A log cleaner removes batches while the partition is read ahead: answers fetched before and
+    after a clean are handed on together, and a fetch may land in a range that was there when it
+    was estimated and is gone when it is answered (the next batch comes back, or nothing: the
+    last batches may go too, as a tombstone's do once its delete horizon passed, and the log then
+    ends below the high watermark, where a fetch finds nothing). The copier still gets batches
+    in order, each once, never an answer starting beyond its position, and among them every batch
+    the log holds at the end; the reader never stalls."""
+    log = ModelLog()
+    for shape in shapes:
+        log.append(*shape)
+    rng = random.Random(seed)
+    state = PartitionState.create(TopicPartition("t", 0), TopicPartition("east.t", 0))
+    windows = state.windows = FetchWindows(log.batches[0].base_offset, window_bytes=window_bytes, depth=depth)
+    position = windows.frontier
+    copied: list[int] = []
+    in_flight: list[Window] = []
+    for _ in range(5000):
+        if cleans and rng.random() < cleans[0][0]:
+            _, which = cleans.pop(0)
+            if log.batches:
+                del log.batches[which % len(log.batches)]  # the high watermark (log.end) stays
+        while (window := state.next_window(window_bytes)) is not None:
+            windows.sent(window)
+            in_flight.append(window)
+        in_flight = [w for w in in_flight if windows.knows(w) and w.result is None]
+        assert in_flight, f"nothing in flight and nothing to send: stalled at {windows.frontier} of {log.end}"
+        window = in_flight.pop(rng.randrange(len(in_flight)))
+        for answer in windows.answered(window, log.fetch(window.start, window_bytes)):
+            covered_from = min(answer.fetch_offset, answer.batches[0][1].base_offset)
+            assert covered_from <= position, "an answer starting beyond the copier's position"
+            for _, batch in answer.batches:
+                if batch.next_offset > position:
+                    copied.append(batch.base_offset)
+                    position = batch.next_offset
+        windows.take_dropped()
+        last = log.batches[-1].next_offset if log.batches else 0
+        if not cleans and position >= last:
+            break
+    else:
+        raise AssertionError(f"no progress: at {position} of {log.end}")
+    assert copied == sorted(set(copied)), "a batch handed on twice, or out of order"
+    assert {b.base_offset for b in log.batches} <= set(copied), "a batch the log still holds was skipped"
