@@ -16,9 +16,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from tests.fixtures.compaction import cleaned
 from tests.fixtures.mirror import MirrorProcess
 from tests.fixtures.zookeeper import ZooKeeperHandle
-from tributary.broker.log.checkpoint import read_checkpoint
 from tributary.client.blocking import BlockingFetcher
 from tributary.client.errors import KafkaError
 from tributary.protocol.records import has_gaps
@@ -51,15 +51,6 @@ def _records(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes 
     return out
 
 
-def _cleaned(data_dir: Path, topic: str) -> bool:
-    """Whether the cleaner has compacted partition 0 of ``topic`` as far as it goes: its first
-    dirty offset (the broker's cleaner-offset-checkpoint) is the active segment's base, which is
-    never cleaned. Until then a later clean may still remove records."""
-    segments = [int(path.name.split(".")[0]) for path in (data_dir / f"{topic}-0").glob("*.log")]
-    first_dirty = read_checkpoint(data_dir / "cleaner-offset-checkpoint").get((topic, 0))
-    return bool(segments) and first_dirty == max(segments)
-
-
 def _copied(bootstrap: str) -> int:
     try:
         return len(_records(bootstrap, f"east.{TOPIC}"))
@@ -87,7 +78,7 @@ def test_the_mirror_copies_a_compacted_source_faithfully(
     # that began while the records were produced covers only the segments closed then: the source
     # is compared once the last one is done (a later clean would leave the snapshot's records
     # that the mirror never saw, and the copy would never reach their count).
-    eventually(lambda: _cleaned(east.brokers[0].data_dir, TOPIC), TIMEOUT, "the source to be compacted")
+    eventually(lambda: cleaned(east.brokers[0].data_dir, TOPIC), TIMEOUT, "the source to be compacted")
     assert len(_records(east.bootstrap, TOPIC)) < 2500
     source_batches = read_batches(east.bootstrap, TOPIC)[0]
     assert any(has_gaps(h) for h, _ in source_batches), "no batch with gaps inside: nothing renumbered"
