@@ -81,7 +81,9 @@ def confluent_produce_counted(
     """:func:`confluent_produce`, and how many Produce requests librdkafka sent for it (its
     statistics, ``brokers.*.req.Produce``): what per-request figures divide by, counted the same
     way whichever broker answers."""
-    seconds, requests = _confluent_produce(bootstrap, topic, values, count, config, label=label, count_requests=True)
+    seconds, requests, _, _ = _confluent_produce(
+        bootstrap, topic, values, count, config, label=label, count_requests=True
+    )
     assert requests is not None
     return seconds, requests
 
@@ -152,7 +154,7 @@ def _produce_child(  # noqa: PLR0917 (a process target takes its arguments by po
         cpu_at_start = client_cpu()
 
     try:
-        _, requests, begun, ended = _confluent_produce_timed(
+        _, requests, begun, ended = _confluent_produce(
             bootstrap, topic, values, count, config, label=label, count_requests=True, before_start=wait_for_the_others
         )
         results.put((begun, ended, requests, client_cpu() - cpu_at_start))
@@ -166,22 +168,6 @@ STATISTICS_MS = 200
 
 
 def _confluent_produce(
-    bootstrap: str,
-    topic: str,
-    values: Sequence[bytes],
-    count: int,
-    config: dict[str, Any],
-    *,
-    label: str,
-    count_requests: bool,
-) -> tuple[float, int | None]:
-    seconds, requests, _, _ = _confluent_produce_timed(
-        bootstrap, topic, values, count, config, label=label, count_requests=count_requests
-    )
-    return seconds, requests
-
-
-def _confluent_produce_timed(
     bootstrap: str,
     topic: str,
     values: Sequence[bytes],
