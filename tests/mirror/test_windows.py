@@ -5,6 +5,7 @@ batch once, in order, and never an answer that starts beyond where it stands."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -50,23 +51,42 @@ class ModelLog:
         return RawBatches("t", 0, start, b"\0" * size, tuple(chosen), self.end, 0, self.end)
 
 
-def drive(log: ModelLog, windows: FetchWindows, rng: random.Random, *, growth: list[tuple[int, int, int]]) -> None:
+def drive(
+    log: ModelLog,
+    windows: FetchWindows,
+    rng: random.Random,
+    *,
+    growth: Sequence[tuple[int, int, int]] = (),
+    cleans: Sequence[tuple[float, int]] = (),
+    fill_depth: bool = False,
+    failure_rate: float = 0.05,
+) -> None:
     """Run the windows against ``log`` as the fetcher does (through the partition's own limit
     on what is in flight, PartitionState.next_window; the copier drains at once), checking what
     the copier is handed and that every answer's bytes are accounted for (the byte budget
-    depends on it)."""
+    depends on it). The log grows by ``growth``; each of ``cleans`` (a chance per step, which
+    batch) removes a batch as a log cleaner does, the high watermark staying. ``fill_depth``
+    sends every window the partition allows each time (else a random few)."""
+    growth, cleans = list(growth), list(cleans)
     state = PartitionState.create(TopicPartition("t", 0), TopicPartition("east.t", 0))
     state.windows = windows
     position = windows.frontier
     copied: list[int] = []
     in_flight: list[Window] = []
     held = 0  # bytes of answers received and neither handed on nor dropped
+    cleaned = bool(cleans)
     for _ in range(5000):
+        if cleans and rng.random() < cleans[0][0]:
+            _, which = cleans.pop(0)
+            if log.batches:
+                del log.batches[which % len(log.batches)]
         if growth and (position >= log.end or rng.random() < 0.3):
             log.append(*growth.pop(0))
-        if position >= log.end and not growth:
+        # Once the last batches are cleaned away the log ends below its high watermark.
+        last = log.batches[-1].next_offset if log.batches else 0
+        if position >= last and not growth and not cleans:
             break
-        for _ in range(rng.randint(0, 4)):
+        for _ in range(10**6 if fill_depth else rng.randint(0, 4)):
             window = state.next_window(windows.window_bytes)
             if window is None:
                 break
@@ -74,11 +94,11 @@ def drive(log: ModelLog, windows: FetchWindows, rng: random.Random, *, growth: l
             in_flight.append(window)
         if not in_flight:
             window = state.next_window(windows.window_bytes)
-            assert window is not None, "nothing in flight and nothing to send: the reader would stall"
+            assert window is not None, f"nothing in flight and nothing to send: stalled at {position} of {log.end}"
             windows.sent(window)
             in_flight.append(window)
         window = in_flight.pop(rng.randrange(len(in_flight)))
-        if rng.random() < 0.05:
+        if rng.random() < failure_rate:
             windows.failed(window)
         else:
             result = log.fetch(window.start, windows.window_bytes)
@@ -97,9 +117,15 @@ def drive(log: ModelLog, windows: FetchWindows, rng: random.Random, *, growth: l
         assert held == sum(len(answer.records) for answer in windows.held()), "bytes held, handed on, dropped"
         in_flight = [w for w in in_flight if windows.knows(w) and w.result is None]
     else:
-        raise AssertionError("no progress")
-    assert copied == [b.base_offset for b in log.batches]
-    assert position == log.end
+        raise AssertionError(f"no progress: at {position} of {log.end}")
+    kept = [b.base_offset for b in log.batches]
+    if cleaned:
+        # Batches cleaned away after they were copied were copied all the same.
+        assert copied == sorted(set(copied)), "batches handed on out of order or twice"
+        assert set(kept) <= set(copied), "a batch the log kept was skipped"
+    else:
+        assert copied == kept
+        assert position == log.end
 
 
 batch_shapes = st.tuples(st.integers(1, 50), st.integers(100, 5000), st.sampled_from([0, 0, 0, 1, 7]))
@@ -256,21 +282,8 @@ def test_a_gap_window_goes_out_when_every_window_is_in_flight(
     log = ModelLog()
     for shape in shapes:
         log.append(*shape)
-    rng = random.Random(seed)
-    state = PartitionState.create(TopicPartition("t", 0), TopicPartition("east.t", 0))
-    windows = state.windows = FetchWindows(log.batches[0].base_offset, window_bytes=window_bytes, depth=depth)
-    in_flight: list[Window] = []
-    for _ in range(5000):
-        while (window := state.next_window(window_bytes)) is not None:
-            windows.sent(window)
-            in_flight.append(window)
-        in_flight = [w for w in in_flight if windows.knows(w) and w.result is None]
-        assert in_flight, f"nothing in flight and nothing to send: stalled at {windows.frontier} of {log.end}"
-        window = in_flight.pop(rng.randrange(len(in_flight)))
-        windows.answered(window, log.fetch(window.start, window_bytes))
-        if windows.frontier >= log.end:
-            break
-    assert windows.frontier == log.end
+    windows = FetchWindows(log.batches[0].base_offset, window_bytes=window_bytes, depth=depth)
+    drive(log, windows, random.Random(seed), fill_depth=True, failure_rate=0)
 
 
 @settings(max_examples=300, deadline=None)
@@ -298,35 +311,5 @@ def test_a_source_compacted_while_it_is_read_ahead(
     log = ModelLog()
     for shape in shapes:
         log.append(*shape)
-    rng = random.Random(seed)
-    state = PartitionState.create(TopicPartition("t", 0), TopicPartition("east.t", 0))
-    windows = state.windows = FetchWindows(log.batches[0].base_offset, window_bytes=window_bytes, depth=depth)
-    position = windows.frontier
-    copied: list[int] = []
-    in_flight: list[Window] = []
-    for _ in range(5000):
-        if cleans and rng.random() < cleans[0][0]:
-            _, which = cleans.pop(0)
-            if log.batches:
-                del log.batches[which % len(log.batches)]  # the high watermark (log.end) stays
-        while (window := state.next_window(window_bytes)) is not None:
-            windows.sent(window)
-            in_flight.append(window)
-        in_flight = [w for w in in_flight if windows.knows(w) and w.result is None]
-        assert in_flight, f"nothing in flight and nothing to send: stalled at {windows.frontier} of {log.end}"
-        window = in_flight.pop(rng.randrange(len(in_flight)))
-        for answer in windows.answered(window, log.fetch(window.start, window_bytes)):
-            covered_from = min(answer.fetch_offset, answer.batches[0][1].base_offset)
-            assert covered_from <= position, "an answer starting beyond the copier's position"
-            for _, batch in answer.batches:
-                if batch.next_offset > position:
-                    copied.append(batch.base_offset)
-                    position = batch.next_offset
-        windows.take_dropped()
-        last = log.batches[-1].next_offset if log.batches else 0
-        if not cleans and position >= last:
-            break
-    else:
-        raise AssertionError(f"no progress: at {position} of {log.end}")
-    assert copied == sorted(set(copied)), "a batch handed on twice, or out of order"
-    assert {b.base_offset for b in log.batches} <= set(copied), "a batch the log still holds was skipped"
+    windows = FetchWindows(log.batches[0].base_offset, window_bytes=window_bytes, depth=depth)
+    drive(log, windows, random.Random(seed), cleans=cleans, fill_depth=True, failure_rate=0)
