@@ -28,7 +28,11 @@ def wait_for_earliest_above(bootstrap: str, topic: str, offset: int, timeout: fl
 def test_a_gap_fails_the_run_or_is_recorded(retaining_broker: Cluster, tmp_path: Path) -> None:
     bootstrap = retaining_broker.bootstrap
     topic = unique("east.logs")
-    create_topics(bootstrap, [topic], partitions=1)
+    # Only the size limit deletes: the records are stamped in 2024, so the default retention.ms
+    # (7 days) would delete every closed segment at once, the first one too when the producer
+    # splits the first 500 records over two batches and the log rolls between them (seen under
+    # load: the first run then began at the second batch, and its records were missing).
+    create_topics(bootstrap, [topic], partitions=1, config={"retention.ms": "-1"})
     output = tmp_path / "warehouse"
     # Incompressible values (hex of random bytes) so the segments fill as planned.
     first = produce(bootstrap, topic, 500, first_ms=1_709_326_800_000, step_ms=1000, noise=150)
