@@ -237,7 +237,8 @@ def load(options: LoadOptions, summary: Summary, spark: SparkSession | None = No
             # Cheap checks first: a bad bootstrap or an empty match fails before Spark starts.
             matching_topics(fetcher, options.topic_pattern)
             started = time.monotonic()
-            session = spark if spark is not None else start_session(options.master)
+            light = resolve_writer(options.writer, options.output) == "arrow"
+            session = spark if spark is not None else start_session(options.master, light_driver=light)
             log.info("Spark session on %s started in %.1f s", session.sparkContext.master, _since(started))
             Loader(options, session, fetcher).run(summary)
         summary.success = True

@@ -14,9 +14,19 @@ from tributary.loader.hooks import EXECUTOR_ENV
 from tributary.loader.options import DEFAULT_MASTER
 from tributary.loader.package import build_archive
 
+#: The driver JVM's options for a local load whose read tasks write the Parquet themselves
+#: (``writer = arrow``): that JVM then only plans, schedules tasks and moves file lists, and its
+#: optimising compiler (C2) cost more CPU than it saved in a load of seconds to minutes. With
+#: the client compiler alone, bench_loader measured the JVM's CPU in the read phase at 2.4-2.7
+#: CPU-s instead of 4.3-7.8, and the session's start at 4.5 CPU-s instead of 8-9
+#: (docs/benchmarks.md, Loader). Not for Spark's own writer, whose JVM does the writing.
+LIGHT_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
-def start_session(master: str | None) -> SparkSession:
-    """A session on ``master``; without one, spark-submit's master if it gave one, else local[*]."""
+
+def start_session(master: str | None, *, light_driver: bool = False) -> SparkSession:
+    """A session on ``master``; without one, spark-submit's master if it gave one, else local[*].
+    ``light_driver``: a local session's JVM runs without its optimising compiler (see
+    :data:`LIGHT_DRIVER_JAVA_OPTIONS`), unless ``spark.driver.extraJavaOptions`` is set."""
     conf = SparkConf()
     if master is None and not conf.contains("spark.master"):
         master = DEFAULT_MASTER
@@ -37,6 +47,9 @@ def start_session(master: str | None) -> SparkSession:
         # No _SUCCESS markers in the staging area: the publish list is the loader's own.
         .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
     )
+    local = (master if master is not None else conf.get("spark.master", "")).startswith("local")
+    if light_driver and local and not conf.contains("spark.driver.extraJavaOptions"):
+        builder = builder.config("spark.driver.extraJavaOptions", LIGHT_DRIVER_JAVA_OPTIONS)
     # Executors in processes of their own get the test hooks' settings (hooks.py) too.
     for name in EXECUTOR_ENV:
         if name in os.environ:
