@@ -191,7 +191,7 @@ async def test_a_timed_out_request_closes_the_connection_and_fails_the_others(au
 
     fake.handlers[ApiKey.METADATA] = never
     client_stream, server_stream = trio.testing.memory_stream_pair()
-    outcomes: list[BaseException] = []
+    outcomes: dict[float, BaseException] = {}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(fake.serve, server_stream)
         async with open_on_stream(client_stream, config=ClientConfig(request_timeout=30), broker=3) as conn:
@@ -200,7 +200,7 @@ async def test_a_timed_out_request_closes_the_connection_and_fails_the_others(au
                 try:
                     await conn.request(MetadataRequest(topics=None), timeout=timeout)
                 except (RequestTimedOutError, KafkaConnectionError) as exc:
-                    outcomes.append(exc)
+                    outcomes[timeout] = exc
 
             async with trio.open_nursery() as requests:
                 requests.start_soon(ask, 5)
@@ -211,7 +211,8 @@ async def test_a_timed_out_request_closes_the_connection_and_fails_the_others(au
             ):
                 await conn.request(MetadataRequest(topics=None))
         nursery.cancel_scope.cancel()
-    timed_out, failed = outcomes
+    timed_out, failed = outcomes[5], outcomes[60]
+    assert trio.current_time() == pytest.approx(5)  # the deadline, not a tick later
     assert isinstance(timed_out, RequestTimedOutError)
     assert "METADATA v" in str(timed_out) and "broker 3" in str(timed_out) and "within 5 s" in str(timed_out)
     assert type(failed) is KafkaConnectionError
