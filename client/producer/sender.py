@@ -12,11 +12,15 @@ else wakes it (a retry round ending, a flush, a new batch lingering).
 Order: a partition's batches must reach the broker in the order they were
 numbered, and their answers must be settled in that order too (an
 OUT_OF_ORDER_SEQUENCE_NUMBER only makes sense after the failure in front of
-it). Each request runs in a task of its own, but Trio runs tasks in no fixed
-order, so requests to one broker form a chain: each is queued on the
-connection only after the previous one was (``on_queued``), and settled only
-after the previous one was; the broker answers a connection's requests in
-order. A partition's batches in flight all go to one broker: after a leader
+it). Requests to one broker form a chain: each is queued on the connection
+only after the previous one was, and settled only after the previous one was;
+the broker answers a connection's requests in order. Usually a request is
+started where the drain runs (:meth:`BrokerConnection.start`, no task switch)
+and settled by callback from the connection's reader, which meets the answers
+in order. A request that cannot start so (no open connection yet, no free
+slot, acks=0) runs in a task of its own; Trio runs tasks in no fixed order, so
+such a task waits for the previous request to be queued (``on_queued``) and
+settled before it queues and settles its own. A partition's batches in flight all go to one broker: after a leader
 change, the next batch waits until those in flight are answered.
 
 Failures: a batch that fails with a retriable error (a lost connection,
@@ -36,6 +40,7 @@ leader, broker unreachable) fail with DeliveryTimeoutError.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable
@@ -52,7 +57,7 @@ from tributary.client.raw.batches import parse_produce_response
 from tributary.client.wire.cluster import Cluster
 from tributary.client.wire.connection import BrokerConnection
 from tributary.protocol.error_codes import ErrorCode
-from tributary.protocol.messages import ProduceRequest, ProduceResponse
+from tributary.protocol.messages import ApiKey, ProduceRequest, ProduceResponse
 
 log = logging.getLogger(__name__)
 
@@ -215,10 +220,79 @@ class Sender:
 
     def _dispatch(self, broker: int, batches: list[ProducerBatch]) -> None:
         assert self._nursery is not None
-        previous = self._last.get(broker) or _done()
+        previous = self._last.get(broker)
+        conn = self._connections.get(broker)
+        if (
+            conn is not None
+            and not conn.closed
+            and self._acks != ACKS_NONE
+            and (previous is None or previous.queued.is_set())
+        ):
+            # Started from here and settled by callback from the connection's reader: no
+            # task of its own (see _answered).
+            mine = _Turn(trio.Event(), trio.Event())
+            version = conn.api_version(ApiKey.PRODUCE)
+            answered = functools.partial(
+                self._answered, broker=broker, batches=batches, conn=conn, version=version, previous=previous, mine=mine
+            )
+            try:
+                conn.start(
+                    ApiKey.PRODUCE, version, self._produce_request(batches), answered, timeout=self._request_timeout
+                )
+            except (trio.WouldBlock, KafkaError):
+                pass  # no free slot, or closed: a task of its own waits for one or reconnects
+            else:
+                mine.queued.set()
+                self._last[broker] = mine
+                return
         mine = _Turn(trio.Event(), trio.Event())
         self._last[broker] = mine
-        self._nursery.start_soon(self._request, broker, batches, previous, mine)
+        self._nursery.start_soon(self._request, broker, batches, previous or _done(), mine)
+
+    def _answered(
+        self,
+        answer: bytes | KafkaError,
+        *,
+        broker: int,
+        batches: list[ProducerBatch],
+        conn: BrokerConnection,
+        version: int,
+        previous: _Turn | None,
+        mine: _Turn,
+    ) -> None:
+        """A request started by :meth:`_dispatch` is answered (in the connection's reader)."""
+        outcome: ProduceResponse | KafkaError
+        if isinstance(answer, KafkaError):
+            outcome = answer
+        else:
+            try:
+                outcome = conn.decode(ApiKey.PRODUCE, version, answer)
+            except KafkaError as exc:
+                outcome = exc
+        if isinstance(outcome, KafkaError):
+            self.cluster.note_error(outcome)
+        if previous is None or previous.settled.is_set():
+            try:
+                self._settle(broker, batches, outcome)
+            finally:
+                mine.settled.set()
+        else:  # the previous request is still being settled in its task: after it
+            assert self._nursery is not None
+            self._nursery.start_soon(self._settle_after, broker, batches, outcome, (previous, mine))
+
+    async def _settle_after(
+        self,
+        broker: int,
+        batches: list[ProducerBatch],
+        outcome: ProduceResponse | KafkaError,
+        turns: tuple[_Turn, _Turn],
+    ) -> None:
+        previous, mine = turns
+        try:
+            await previous.settled.wait()
+            self._settle(broker, batches, outcome)
+        finally:
+            mine.settled.set()
 
     async def _request(self, broker: int, batches: list[ProducerBatch], previous: _Turn, mine: _Turn) -> None:
         """One Produce request: queued on the connection after the previous request to

@@ -102,7 +102,14 @@ class _InFlight:
     )
 
     def __init__(
-        self, correlation_id: int, api_key: int, version: int, expects_response: bool, deadline: float, timeout: float
+        self,
+        correlation_id: int,
+        api_key: int,
+        version: int,
+        expects_response: bool,
+        *,
+        deadline: float,
+        timeout: float,
     ) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
@@ -317,7 +324,7 @@ class BrokerConnection:
         version = self.versions.check(api_key, version)
         self._slots.acquire_nowait()
         timeout = self.config.request_timeout if timeout is None else timeout
-        pending = self._queue(body, api_key, version, True, trio.current_time() + timeout, timeout)
+        pending = self._queue(body, api_key, version, True, deadline=trio.current_time() + timeout, timeout=timeout)
         pending.on_answer = on_answer
 
     async def _exchange(
@@ -352,7 +359,7 @@ class BrokerConnection:
         if self._closed_reason is not None:
             self._slots.release()
             raise self._lost_error()
-        pending = self._queue(body, api_key, version, expect_response, deadline, timeout)
+        pending = self._queue(body, api_key, version, expect_response, deadline=deadline, timeout=timeout)
         if on_queued is not None:
             on_queued()
         if expect_response:
@@ -401,6 +408,7 @@ class BrokerConnection:
         api_key: int,
         version: int,
         expect_response: bool,
+        *,
         deadline: float,
         timeout: float,
     ) -> _InFlight:
@@ -415,7 +423,7 @@ class BrokerConnection:
         except BaseException:
             self._slots.release()
             raise
-        pending = _InFlight(correlation_id, api_key, version, expect_response, deadline, timeout)
+        pending = _InFlight(correlation_id, api_key, version, expect_response, deadline=deadline, timeout=timeout)
         if expect_response:
             self._in_flight.append(pending)
             scope = self._read_scope
@@ -543,7 +551,6 @@ class BrokerConnection:
             return
         pending.frame = frame
         self._finish(pending)
-
 
     # --- negotiation -------------------------------------------------------------------------
 
