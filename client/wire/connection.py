@@ -9,25 +9,36 @@ versions with ApiVersions (see ``versions.py``) and hands out a
 tasks and closes the socket, so nothing outlives it.
 
 Requests are pipelined. :meth:`BrokerConnection.request` takes one of
-``max_in_flight`` slots, gives the request the next correlation id, queues
-the encoded frame for the writer and registers it in the in-flight queue, all
-without yielding, so frames leave in correlation-id order. Kafka brokers
-answer a connection's requests in order, so the reader matches each response
-to the oldest request in flight and checks that the correlation ids agree; a
-mismatch means the stream cannot be trusted and closes the connection. The
-caller decodes its own response, so decoding work is spread over the callers.
+``max_in_flight`` slots, gives the request the next correlation id, sends the
+encoded frame and registers it in the in-flight queue, all without yielding,
+so frames leave in correlation-id order. Sending means writing the frame from
+the caller's task when nothing is queued before it and the socket takes it
+(plain TCP: one ``write`` without a trip through the scheduler); what the
+socket does not take, and every frame behind it, goes to the writer task,
+which writes them in order. Kafka brokers answer a connection's requests in
+order, so the reader matches each response to the oldest request in flight and
+checks that the correlation ids agree; a mismatch means the stream cannot be
+trusted and closes the connection. The reader wakes the waiting caller
+directly, and the caller decodes its own response, so decoding work is spread
+over the callers. :meth:`BrokerConnection.start` sends a request without a
+waiting task: the reader hands the answer to a callback (the producer and the
+mirror keep their requests in flight so, without a task per request).
 
 A caller cancelled while waiting gives up on its response, not on the
 request: the response is still read and dropped, and the slot is freed when
-it arrives. Only the writer task writes to the socket, so a cancelled caller
-can never leave half a frame on the wire. A request still queued when its
-caller is cancelled is not sent at all.
+it arrives. A frame is written whole or not at all: the caller's write does
+not yield, and a frame partly written is finished by the writer task, whatever
+becomes of its caller, so a cancelled caller can never leave half a frame on
+the wire. A request still queued for the writer when its caller is cancelled
+is not sent at all.
 
 Failures: a connection that breaks (EOF, reset, bad frame) fails every
 request in flight with :class:`~client.errors.KafkaConnectionError`. A
 request whose response does not arrive within its timeout raises
 :class:`~client.errors.RequestTimedOutError` and closes the connection, as
 Kafka's clients do: every response behind the missing one is stuck as well.
+The reader keeps the deadlines (its cancel scope's deadline is at most the
+earliest one in flight), so a request costs no cancel scope of its own.
 A closed connection stays closed; the cluster's pool opens a new one.
 """
 
