@@ -7,7 +7,10 @@ next batch of every run it leads into one Produce request (Kafka takes one batch
 partition per request) and keeps up to ``max_in_flight`` such requests in flight on the
 leader's connection. Request overhead (encoding, the broker's per-request work, the answer)
 is thus paid once per round of partitions, and a partition's batches follow each other
-without a round trip through its copier.
+without a round trip through its copier. A request is started from the send loop itself
+(:meth:`RawClient.start_produce`) and its answer settled by callback in the connection's
+reader, so it costs no task of its own; a task per request is the fallback while the
+leader's connection is being opened or has no free slot.
 
 At most ``depth`` batches of one partition are in flight at once, in order: with 1 the next
 leaves when the previous was acknowledged; above 1 they are pipelined as an idempotent
@@ -27,6 +30,7 @@ appended and are recognised when sent again).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -36,6 +40,7 @@ from tributary.client.errors import KafkaError
 from tributary.client.raw.batches import ProduceResult
 from tributary.client.raw.client import RawClient
 from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.connection import BrokerConnection
 from tributary.client.wire.metadata import TopicPartition
 from tributary.protocol.crc32c import BytesLike
 
@@ -72,6 +77,22 @@ class _Run:
                 return acknowledged, answer
             acknowledged.append(answer)
         return acknowledged, None
+
+
+def _next_batches(runs: dict[TopicPartition, _Run], depth: int) -> list[tuple[_Run, int]]:
+    """The next batch of every run that may send one, each counted as sent."""
+    batch: list[tuple[_Run, int]] = []
+    for run in runs.values():
+        if not run.wants_to_send(depth):
+            continue
+        if not run.may_send():
+            run.stopped = True
+            run.settle_if_done()
+            continue
+        batch.append((run, run.sent))
+        run.sent += 1
+        run.in_flight += 1
+    return batch
 
 
 @dataclass(eq=False)
@@ -122,9 +143,10 @@ class ProduceMux:
         slots = trio.Semaphore(self._max_in_flight)
         depth = self.depth
         runs = leader.runs
+        conn: BrokerConnection | None = None
         while True:
-            # (Once per request: plain loops, and a free slot taken without a trip through
-            # the scheduler; the wait for the answer is the request's checkpoint.)
+            # (Once per request: plain loops, a free slot taken without a trip through the
+            # scheduler, and the request started from here; its answer comes by callback.)
             for run in runs.values():
                 if run.wants_to_send(depth):
                     break
@@ -136,22 +158,23 @@ class ProduceMux:
                 slots.acquire_nowait()
             except trio.WouldBlock:
                 await slots.acquire()
-            batch: list[tuple[_Run, int]] = []
-            for run in runs.values():
-                if not run.wants_to_send(depth):
-                    continue
-                if not run.may_send():
-                    run.stopped = True
-                    run.settle_if_done()
-                    continue
-                batch.append((run, run.sent))
-                run.sent += 1
-                run.in_flight += 1
+            batch = _next_batches(runs, depth)
             if not batch:
                 slots.release()
                 continue
+            payloads = {run.tp: run.payloads[index] for run, index in batch}
+            if conn is None or conn.closed:
+                try:
+                    conn = await self.cluster.connection(leader_id)
+                except KafkaError:
+                    conn = None  # the request's own task meets the error and reports it
+            # Sent from here, answered by callback from the connection's reader: no task per request.
+            if conn is not None and self.raw.start_produce(
+                conn, payloads, functools.partial(self._answered, leader, batch, slots)
+            ):
+                continue
             queued = trio.Event()
-            self._nursery.start_soon(self._send, leader_id, leader, batch, slots, queued)
+            self._nursery.start_soon(self._send, leader_id, leader, batch, payloads, (slots, queued))
             if depth > 1:
                 # The next request may hold the same partitions: it leaves after this one.
                 await queued.wait()
@@ -161,16 +184,28 @@ class ProduceMux:
         leader_id: int,
         leader: _Leader,
         batch: list[tuple[_Run, int]],
-        slots: trio.Semaphore,
-        queued: trio.Event,
+        payloads: dict[TopicPartition, BytesLike],
+        slot_and_queued: tuple[trio.Semaphore, trio.Event],
     ) -> None:
+        """A request that could not start at once (no connection yet, no free slot on it)."""
+        slots, queued = slot_and_queued
         try:
-            results = await self.raw.produce(
-                leader_id, {run.tp: run.payloads[index] for run, index in batch}, on_queued=queued.set
-            )
+            results = await self.raw.produce(leader_id, payloads, on_queued=queued.set)
+        except BaseException:
+            slots.release()
+            raise
         finally:
             queued.set()
-            slots.release()
+        self._answered(leader, batch, slots, results)
+
+    def _answered(
+        self,
+        leader: _Leader,
+        batch: list[tuple[_Run, int]],
+        slots: trio.Semaphore,
+        results: dict[TopicPartition, ProduceResult | KafkaError],
+    ) -> None:
+        slots.release()
         for run, index in batch:
             answer = run.answers[index] = results[run.tp]
             run.in_flight -= 1

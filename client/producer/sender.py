@@ -12,11 +12,15 @@ else wakes it (a retry round ending, a flush, a new batch lingering).
 Order: a partition's batches must reach the broker in the order they were
 numbered, and their answers must be settled in that order too (an
 OUT_OF_ORDER_SEQUENCE_NUMBER only makes sense after the failure in front of
-it). Each request runs in a task of its own, but Trio runs tasks in no fixed
-order, so requests to one broker form a chain: each is queued on the
-connection only after the previous one was (``on_queued``), and settled only
-after the previous one was; the broker answers a connection's requests in
-order. A partition's batches in flight all go to one broker: after a leader
+it). Requests to one broker form a chain: each is queued on the connection
+only after the previous one was, and settled only after the previous one was;
+the broker answers a connection's requests in order. Usually a request is
+started where the drain runs (:meth:`BrokerConnection.start`, no task switch)
+and settled by callback from the connection's reader, which meets the answers
+in order. A request that cannot start so (no open connection yet, no free
+slot, acks=0) runs in a task of its own; Trio runs tasks in no fixed order, so
+such a task waits for the previous request to be queued (``on_queued``) and
+settled before it queues and settles its own. A partition's batches in flight all go to one broker: after a leader
 change, the next batch waits until those in flight are answered.
 
 Failures: a batch that fails with a retriable error (a lost connection,
@@ -36,6 +40,7 @@ leader, broker unreachable) fail with DeliveryTimeoutError.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable
@@ -43,16 +48,19 @@ from typing import NamedTuple
 
 import trio
 
-from tributary.client.errors import KafkaError
+from tributary.client.errors import KafkaError, KafkaProtocolError
 from tributary.client.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
 from tributary.client.producer.config import ACKS_NONE, ProducerConfig
 from tributary.client.producer.errors import DeliveryTimeoutError
 from tributary.client.producer.idempotence import SEQUENCE_MODULUS, init_producer_id, restamp
-from tributary.client.raw.batches import parse_produce_response
+from tributary.client.raw.batches import ProduceResult, parse_produce_response, produce_results
+from tributary.client.raw.wire import PRODUCE_VERSIONS, decode_produce_response, encode_produce_request
 from tributary.client.wire.cluster import Cluster
-from tributary.client.wire.connection import BrokerConnection
+from tributary.client.wire.connection import BrokerConnection, Encoder
+from tributary.client.wire.metadata import TopicPartition
 from tributary.protocol.error_codes import ErrorCode
-from tributary.protocol.messages import ProduceRequest, ProduceResponse
+from tributary.protocol.errors import ProtocolError
+from tributary.protocol.messages import ApiKey, ProduceRequest, ProduceResponse
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +69,9 @@ log = logging.getLogger(__name__)
 PRODUCER = "producer"
 
 _INF = math.inf
+
+#: A Produce answer: each partition's result or error.
+_Results = dict[TopicPartition, ProduceResult | KafkaError]
 
 
 class _Turn(NamedTuple):
@@ -215,15 +226,105 @@ class Sender:
 
     def _dispatch(self, broker: int, batches: list[ProducerBatch]) -> None:
         assert self._nursery is not None
-        previous = self._last.get(broker) or _done()
+        previous = self._last.get(broker)
+        conn = self._connections.get(broker)
+        if (
+            conn is not None
+            and not conn.closed
+            and self._acks != ACKS_NONE
+            and (previous is None or previous.queued.is_set())
+        ):
+            # Started from here and settled by callback from the connection's reader: no
+            # task of its own (see _answered).
+            mine = _Turn(trio.Event(), trio.Event())
+            version = conn.api_version(ApiKey.PRODUCE)
+            answered = functools.partial(
+                self._answered, broker=broker, batches=batches, conn=conn, version=version, previous=previous, mine=mine
+            )
+            body: ProduceRequest | Encoder
+            if version in PRODUCE_VERSIONS:  # written and read by the raw client's wire code: no message objects
+                data = {batch.queue.tp: batch.data or b"" for batch in batches}
+                client_id, acks, timeout_ms = conn.config.client_id, self._acks, self._timeout_ms
+
+                def body(correlation_id: int) -> bytes:
+                    return encode_produce_request(
+                        version, correlation_id, client_id, data, acks=acks, timeout_ms=timeout_ms
+                    )
+
+            else:
+                body = self._produce_request(batches)
+            try:
+                conn.start(ApiKey.PRODUCE, version, body, answered, timeout=self._request_timeout)
+            except (trio.WouldBlock, KafkaError):
+                pass  # no free slot, or closed: a task of its own waits for one or reconnects
+            else:
+                mine.queued.set()
+                self._last[broker] = mine
+                return
         mine = _Turn(trio.Event(), trio.Event())
         self._last[broker] = mine
-        self._nursery.start_soon(self._request, broker, batches, previous, mine)
+        self._nursery.start_soon(self._request, broker, batches, previous or _done(), mine)
+
+    def _answered(
+        self,
+        answer: bytes | KafkaError,
+        *,
+        broker: int,
+        batches: list[ProducerBatch],
+        conn: BrokerConnection,
+        version: int,
+        previous: _Turn | None,
+        mine: _Turn,
+    ) -> None:
+        """A request started by :meth:`_dispatch` is answered (in the connection's reader)."""
+        outcome: _Results | KafkaError
+        if isinstance(answer, KafkaError):
+            outcome = answer
+        else:
+            try:
+                if version in PRODUCE_VERSIONS:
+                    try:
+                        _, answers = decode_produce_response(version, answer)
+                    except ProtocolError as exc:
+                        raise KafkaProtocolError(
+                            f"malformed PRODUCE v{version} response from broker {broker}: {exc}", broker=broker
+                        ) from exc
+                    outcome = produce_results(answers, _batch_data(batches), broker)
+                else:
+                    outcome = parse_produce_response(
+                        conn.decode(ApiKey.PRODUCE, version, answer), _batch_data(batches), broker
+                    )
+            except KafkaError as exc:
+                outcome = exc
+        if isinstance(outcome, KafkaError):
+            self.cluster.note_error(outcome)
+        if previous is None or previous.settled.is_set():
+            try:
+                self._settle(broker, batches, outcome)
+            finally:
+                mine.settled.set()
+        else:  # the previous request is still being settled in its task: after it
+            assert self._nursery is not None
+            self._nursery.start_soon(self._settle_after, broker, batches, outcome, (previous, mine))
+
+    async def _settle_after(
+        self,
+        broker: int,
+        batches: list[ProducerBatch],
+        outcome: _Results | KafkaError,
+        turns: tuple[_Turn, _Turn],
+    ) -> None:
+        previous, mine = turns
+        try:
+            await previous.settled.wait()
+            self._settle(broker, batches, outcome)
+        finally:
+            mine.settled.set()
 
     async def _request(self, broker: int, batches: list[ProducerBatch], previous: _Turn, mine: _Turn) -> None:
         """One Produce request: queued on the connection after the previous request to
         the same broker, settled after the previous one was settled."""
-        outcome: ProduceResponse | KafkaError | None
+        outcome: _Results | KafkaError | None
         try:
             if not previous.queued.is_set():
                 await previous.queued.wait()
@@ -235,12 +336,16 @@ class Sender:
                 outcome = exc
             else:
                 try:
-                    outcome = await conn.request(
+                    response: ProduceResponse | None = await conn.request(
                         self._produce_request(batches),
                         timeout=self._request_timeout,
                         expect_response=self._acks != ACKS_NONE,
                         on_queued=mine.queued.set,
                     )
+                    if response is not None:
+                        outcome = parse_produce_response(response, _batch_data(batches), broker)
+                    else:
+                        outcome = None
                 except KafkaError as exc:
                     self.cluster.note_error(exc)
                     outcome = exc
@@ -267,7 +372,7 @@ class Sender:
 
     # --- answers -------------------------------------------------------------------------------
 
-    def _settle(self, broker: int, batches: list[ProducerBatch], outcome: ProduceResponse | KafkaError | None) -> None:
+    def _settle(self, broker: int, batches: list[ProducerBatch], outcome: _Results | KafkaError | None) -> None:
         self._requests[broker] -= 1
         if outcome is None:  # acks=0: written, and that is all anyone will know
             for batch in batches:
@@ -276,10 +381,8 @@ class Sender:
             for batch in batches:
                 self._failed(batch, outcome)
         else:
-            data = {batch.queue.tp: batch.data or b"" for batch in batches}
-            results = parse_produce_response(outcome, data, broker)
             for batch in batches:
-                result = results[batch.queue.tp]
+                result = outcome[batch.queue.tp]
                 if isinstance(result, KafkaError):
                     self.cluster.note_error(result)
                     self._failed(batch, result)
@@ -397,6 +500,10 @@ class Sender:
         )
         error.__cause__ = batch.last_error
         return error
+
+
+def _batch_data(batches: list[ProducerBatch]) -> dict[TopicPartition, bytes]:
+    return {batch.queue.tp: batch.data or b"" for batch in batches}
 
 
 def _remove(queue: PartitionQueue, batch: ProducerBatch) -> None:

@@ -47,6 +47,7 @@ from tributary.client.raw.wire import (
     encode_produce_request,
 )
 from tributary.client.wire.cluster import Cluster
+from tributary.client.wire.connection import BrokerConnection
 from tributary.client.wire.metadata import TopicPartition
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import ProtocolError
@@ -242,6 +243,52 @@ class RawClient:
             self.cluster.note_error(exc)
             return dict.fromkeys(batches, exc)
         return self._noted(produce_results(answers, batches, broker_id))
+
+    def start_produce(
+        self,
+        conn: BrokerConnection,
+        batches: Mapping[TopicPartition, BytesLike],
+        on_results: Callable[[dict[TopicPartition, ProduceResult | KafkaError]], object],
+        *,
+        timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
+        timeout: float | None = None,
+    ) -> bool:
+        """:meth:`produce` (acks=all) on an open connection without waiting: the request takes
+        its place in the connection's send order before this returns, and ``on_results`` gets
+        the results per partition once it is answered (from the connection's reader task; see
+        :meth:`BrokerConnection.start`). False, and nothing sent, when that cannot be done
+        here and now (the connection is closed or has no free slot, or the broker wants a
+        Produce version the fast path does not write): then :meth:`produce` is the way."""
+        version = conn.api_version(ApiKey.PRODUCE)
+        if version not in PRODUCE_VERSIONS or conn.closed:
+            return False
+        broker_id = conn.broker
+        client_id = conn.config.client_id
+        if timeout is None:
+            timeout = self.cluster.config.request_timeout + timeout_ms / 1000
+
+        def encode(correlation_id: int) -> bytes:
+            return encode_produce_request(
+                version, correlation_id, client_id, batches, acks=-1, timeout_ms=timeout_ms, transactional_id=None
+            )
+
+        def answered(answer: bytes | KafkaError) -> None:
+            if not isinstance(answer, KafkaError):
+                try:
+                    _, answers = _decoded(decode_produce_response, version, answer, "Produce", broker_id)
+                except KafkaError as exc:
+                    answer = exc
+                else:
+                    on_results(self._noted(produce_results(answers, batches, broker_id)))
+                    return
+            self.cluster.note_error(answer)
+            on_results(dict.fromkeys(batches, answer))
+
+        try:
+            conn.start(ApiKey.PRODUCE, version, encode, answered, timeout=timeout)
+        except (trio.WouldBlock, KafkaError):
+            return False
+        return True
 
     async def produce_partition(
         self,

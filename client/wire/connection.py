@@ -9,25 +9,36 @@ versions with ApiVersions (see ``versions.py``) and hands out a
 tasks and closes the socket, so nothing outlives it.
 
 Requests are pipelined. :meth:`BrokerConnection.request` takes one of
-``max_in_flight`` slots, gives the request the next correlation id, queues
-the encoded frame for the writer and registers it in the in-flight queue, all
-without yielding, so frames leave in correlation-id order. Kafka brokers
-answer a connection's requests in order, so the reader matches each response
-to the oldest request in flight and checks that the correlation ids agree; a
-mismatch means the stream cannot be trusted and closes the connection. The
-caller decodes its own response, so decoding work is spread over the callers.
+``max_in_flight`` slots, gives the request the next correlation id, sends the
+encoded frame and registers it in the in-flight queue, all without yielding,
+so frames leave in correlation-id order. Sending means writing the frame from
+the caller's task when nothing is queued before it and the socket takes it
+(plain TCP: one ``write`` without a trip through the scheduler); what the
+socket does not take, and every frame behind it, goes to the writer task,
+which writes them in order. Kafka brokers answer a connection's requests in
+order, so the reader matches each response to the oldest request in flight and
+checks that the correlation ids agree; a mismatch means the stream cannot be
+trusted and closes the connection. The reader wakes the waiting caller
+directly, and the caller decodes its own response, so decoding work is spread
+over the callers. :meth:`BrokerConnection.start` sends a request without a
+waiting task: the reader hands the answer to a callback (the producer and the
+mirror keep their requests in flight so, without a task per request).
 
 A caller cancelled while waiting gives up on its response, not on the
 request: the response is still read and dropped, and the slot is freed when
-it arrives. Only the writer task writes to the socket, so a cancelled caller
-can never leave half a frame on the wire. A request still queued when its
-caller is cancelled is not sent at all.
+it arrives. A frame is written whole or not at all: the caller's write does
+not yield, and a frame partly written is finished by the writer task, whatever
+becomes of its caller, so a cancelled caller can never leave half a frame on
+the wire. A request still queued for the writer when its caller is cancelled
+is not sent at all.
 
 Failures: a connection that breaks (EOF, reset, bad frame) fails every
 request in flight with :class:`~client.errors.KafkaConnectionError`. A
 request whose response does not arrive within its timeout raises
 :class:`~client.errors.RequestTimedOutError` and closes the connection, as
 Kafka's clients do: every response behind the missing one is stuck as well.
+The reader keeps the deadlines (its cancel scope's deadline is at most the
+earliest one in flight), so a request costs no cancel scope of its own.
 A closed connection stays closed; the cluster's pool opens a new one.
 """
 
@@ -77,6 +88,11 @@ def _api_name(api_key: int) -> str:
         return f"API {api_key}"
 
 
+#: Called once with what a request started by :meth:`BrokerConnection.start` came to: its
+#: response frame (without the length prefix), or the error that ended it.
+Answer = Callable[[bytes | KafkaError], object]
+
+
 class _InFlight:
     """A request between being queued and being answered (or given up)."""
 
@@ -84,24 +100,53 @@ class _InFlight:
         "abandoned",
         "api_key",
         "correlation_id",
+        "deadline",
         "done",
-        "error",
         "expects_response",
+        "failure",
         "frame",
+        "on_answer",
         "sent",
+        "timeout",
         "version",
+        "waiter",
     )
 
-    def __init__(self, correlation_id: int, api_key: int, version: int, expects_response: bool) -> None:
+    def __init__(
+        self,
+        correlation_id: int,
+        api_key: int,
+        version: int,
+        expects_response: bool,
+        *,
+        deadline: float,
+        timeout: float,
+    ) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.version = version
         self.expects_response = expects_response
-        self.done = trio.Event()
+        self.deadline = deadline
+        self.timeout = timeout
+        self.done = False
         self.frame: bytes | None = None
-        self.error: str | None = None
+        self.failure: KafkaError | None = None
+        #: Some of its bytes were written (it cannot be withdrawn any more).
         self.sent = False
+        #: Its caller gave up (cancelled): the answer is read and dropped.
         self.abandoned = False
+        #: The task waiting for it (request, exchange), or the callback to call (start).
+        self.waiter: trio.lowlevel.Task | None = None
+        self.on_answer: Answer | None = None
+
+
+def _abandon(pending: _InFlight) -> Callable[[Any], trio.lowlevel.Abort]:
+    def abort(_: Any) -> trio.lowlevel.Abort:
+        pending.waiter = None
+        pending.abandoned = True  # cancelled from outside: the response is read and dropped
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    return abort
 
 
 class BrokerConnection:
@@ -111,13 +156,20 @@ class BrokerConnection:
         self, stream: trio.abc.Stream, *, config: ClientConfig, broker: int | str, address: str | None = None
     ) -> None:
         self._stream = stream
+        #: The socket's descriptor for writes straight from the caller (plain TCP only; -1 otherwise).
+        self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
         self.config = config
         #: The broker's id, or ``host:port`` for a bootstrap server.
         self.broker = broker
         self.address = address
         self._slots = trio.Semaphore(config.max_in_flight)
-        self._outgoing_send, self._outgoing = trio.open_memory_channel[tuple[_InFlight, bytes]](math.inf)
+        #: Frames (or their unwritten rest) for the writer task, in correlation-id order; the
+        #: first one stays here while it is being written.
+        self._send_queue: deque[tuple[_InFlight, bytes | memoryview]] = deque()
+        self._write_wanted = trio.Event()
         self._in_flight: deque[_InFlight] = deque()
+        #: The reader's cancel scope: its deadline is at most the earliest request's.
+        self._read_scope: trio.CancelScope | None = None
         self._next_correlation_id = 0
         self._closed_reason: str | None = None
         self._closed = trio.Event()
@@ -169,16 +221,24 @@ class BrokerConnection:
         if self._closed_reason is not None:
             return
         self._closed_reason = reason
-        for pending in self._in_flight:
-            pending.error = reason
-            pending.done.set()
+        failed = list(self._in_flight)
+        failed.extend(pending for pending, _ in self._send_queue if not pending.expects_response)
         self._in_flight.clear()
-        self._outgoing_send.close()
+        self._send_queue.clear()
         self._cancel_tasks.cancel()
         self._closed.set()
         # Wake a caller waiting for a slot; it sees the connection closed and passes
         # the slot on to the next one (see _exchange).
         self._slots.release()
+        # Last, once the connection's state is settled: callbacks may start other requests.
+        for pending in failed:
+            if pending.failure is None:
+                pending.failure = KafkaConnectionError(
+                    f"connection to broker {self._where()} {reason} ({_api_name(pending.api_key)} "
+                    f"{'in flight' if pending.sent else 'not sent'})",
+                    broker=self.broker,
+                )
+            self._finish(pending)
 
     def _lost_error(self) -> KafkaConnectionError:
         return KafkaConnectionError(f"connection to broker {self._where()} {self._closed_reason}", broker=self.broker)
@@ -213,6 +273,11 @@ class BrokerConnection:
         frame = await self._exchange(body, api_key, version, timeout, expect_response, on_queued=on_queued)
         if frame is None:
             return None
+        return self.decode(api_key, version, frame)
+
+    def decode(self, api_key: int, version: int, frame: bytes) -> Any:
+        """A response frame decoded (as :meth:`request` returns it); a malformed one raises
+        :class:`~client.errors.KafkaProtocolError`."""
         try:
             _, response = decode_response(api_key, version, frame)
         except ProtocolError as exc:
@@ -242,6 +307,36 @@ class BrokerConnection:
         fetch, ``client/raw/wire.py``); everything else uses :meth:`request`. ``on_queued`` as there."""
         version = self.versions.check(api_key, version)
         return await self._exchange(encode, api_key, version, timeout, expect_response, on_queued=on_queued)
+
+    def start(
+        self,
+        api_key: int,
+        version: int,
+        body: Declared | Encoder,
+        on_answer: Answer,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Send a request without waiting for its answer: ``on_answer`` gets the response frame
+        (undecoded, as :meth:`exchange` returns it; :meth:`decode` decodes it) or the
+        :class:`~client.errors.KafkaError` that ended the request, exactly once.
+
+        ``body`` is a request message or an :data:`Encoder`. The request takes its place in the
+        send order before this returns (no checkpoint: call it from synchronous code). It takes
+        a free in-flight slot or raises :class:`trio.WouldBlock`; a closed connection raises
+        :class:`~client.errors.KafkaConnectionError`. Only for requests that are answered.
+
+        ``on_answer`` runs in whichever task settles the request: the connection's reader
+        (the answer, a timeout) or the task that closes the connection; it must not block and
+        must not raise. This is how the producer and the mirror keep requests in flight
+        without a task each."""
+        if self._closed_reason is not None:
+            raise self._lost_error()
+        version = self.versions.check(api_key, version)
+        self._slots.acquire_nowait()
+        timeout = self.config.request_timeout if timeout is None else timeout
+        pending = self._queue(body, api_key, version, True, deadline=trio.current_time() + timeout, timeout=timeout)
+        pending.on_answer = on_answer
 
     async def _exchange(
         self,
@@ -275,33 +370,60 @@ class BrokerConnection:
         if self._closed_reason is not None:
             self._slots.release()
             raise self._lost_error()
-        pending = self._queue(body, api_key, version, expect_response)
+        pending = self._queue(body, api_key, version, expect_response, deadline=deadline, timeout=timeout)
         if on_queued is not None:
             on_queued()
-        try:
+        if expect_response:
+            # The reader keeps the deadline (it closes the connection when it passes).
+            await self._wait(pending)
+        else:
+            # Nothing to read: the deadline is the caller's, for a writer that cannot write.
             with trio.move_on_at(deadline):
-                await pending.done.wait()
-        except BaseException:
-            pending.abandoned = True  # cancelled from outside: the response is read and dropped
-            raise
-        if not pending.done.is_set():
-            pending.abandoned = True
-            message = (
-                f"{_api_name(api_key)} v{version} (correlation id {pending.correlation_id}) to broker "
-                f"{self._where()} got no response within {timeout:g} s"
-            )
-            self.close(f"was closed after a request timed out: {message}")
-            raise RequestTimedOutError(message, broker=self.broker)
-        if pending.error is not None:
-            raise KafkaConnectionError(
-                f"connection to broker {self._where()} {pending.error} ({_api_name(api_key)} "
-                f"{'in flight' if pending.sent else 'not sent'})",
-                broker=self.broker,
-            )
+                await self._wait(pending)
+            if not pending.done:
+                message = (
+                    f"{_api_name(api_key)} v{version} (correlation id {pending.correlation_id}) to broker "
+                    f"{self._where()} was not written within {timeout:g} s"
+                )
+                self.close(f"was closed after a request timed out: {message}")
+                raise RequestTimedOutError(message, broker=self.broker)
+        if pending.failure is not None:
+            raise pending.failure
         return pending.frame
 
-    def _queue(self, body: Declared | Encoder, api_key: int, version: int, expect_response: bool) -> _InFlight:
-        """Number, encode and queue a request; no checkpoint, so ids leave in order."""
+    async def _wait(self, pending: _InFlight) -> None:
+        """Until ``pending`` is settled; a cancelled caller abandons it."""
+        if pending.done:
+            await trio.lowlevel.checkpoint()
+            return
+        pending.waiter = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(_abandon(pending))
+
+    def _finish(self, pending: _InFlight) -> None:
+        """``pending`` is settled (frame or failure set): wake its caller or call its callback."""
+        pending.done = True
+        if pending.waiter is not None:
+            trio.lowlevel.reschedule(pending.waiter)
+            pending.waiter = None
+        elif pending.on_answer is not None:
+            on_answer, pending.on_answer = pending.on_answer, None
+            if pending.failure is not None:
+                on_answer(pending.failure)
+            else:
+                assert pending.frame is not None
+                on_answer(pending.frame)
+
+    def _queue(
+        self,
+        body: Declared | Encoder,
+        api_key: int,
+        version: int,
+        expect_response: bool,
+        *,
+        deadline: float,
+        timeout: float,
+    ) -> _InFlight:
+        """Number, encode and send (or queue) a request; no checkpoint, so ids leave in order."""
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) % _MAX_CORRELATION_ID
         try:
@@ -312,11 +434,36 @@ class BrokerConnection:
         except BaseException:
             self._slots.release()
             raise
-        pending = _InFlight(correlation_id, api_key, version, expect_response)
+        pending = _InFlight(correlation_id, api_key, version, expect_response, deadline=deadline, timeout=timeout)
         if expect_response:
             self._in_flight.append(pending)
-        self._outgoing_send.send_nowait((pending, frame))
+            scope = self._read_scope
+            if scope is not None and deadline < scope.deadline:
+                scope.deadline = deadline
+        self._send(pending, frame)
         return pending
+
+    def _send(self, pending: _InFlight, frame: bytes) -> None:
+        """Write ``frame`` from here when nothing is queued before it and the socket takes it
+        (no task switch); what it does not take goes to the writer task."""
+        queue = self._send_queue
+        rest: bytes | memoryview = frame
+        if not queue and self._fd >= 0:
+            try:
+                written = os.write(self._fd, frame)
+            except OSError:  # full (BlockingIOError), or broken: the writer meets it again and closes
+                written = 0
+            if written:
+                pending.sent = True
+                if written == len(frame):
+                    if not pending.expects_response:
+                        self._slots.release()
+                        pending.done = True
+                    return
+                rest = memoryview(frame)[written:]
+        queue.append((pending, rest))
+        if len(queue) == 1:
+            self._write_wanted.set()
 
     # --- background tasks --------------------------------------------------------------------
 
@@ -328,16 +475,26 @@ class BrokerConnection:
                 nursery.start_soon(self._write_loop)
 
     async def _write_loop(self) -> None:
+        queue = self._send_queue
         try:
-            async for pending, frame in self._outgoing:
+            while True:
+                if not queue:
+                    wanted = self._write_wanted = trio.Event()
+                    await wanted.wait()
+                    continue
+                pending, frame = queue[0]
                 if pending.abandoned and not pending.sent:
+                    queue.popleft()
                     self._drop_unsent(pending)
                     continue
-                await self._stream.send_all(frame)
                 pending.sent = True
+                await self._stream.send_all(frame)
+                if self._closed_reason is not None:
+                    return
+                queue.popleft()
                 if not pending.expects_response:
-                    pending.done.set()
                     self._slots.release()
+                    self._finish(pending)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self.close(f"broke while sending: {exc or type(exc).__name__}")
 
@@ -348,37 +505,63 @@ class BrokerConnection:
 
     async def _read_loop(self) -> None:
         decoder = FrameDecoder(self.config.max_response_size)
+        receive_some = self._stream.receive_some
         try:
             while True:
-                data = await self._stream.receive_some(RECEIVE_CHUNK)
-                if not data:
-                    self.close(
-                        "was closed by the broker"
-                        + (f" with {len(self._in_flight)} requests in flight" if self._in_flight else "")
-                    )
-                    return
-                decoder.feed(data)
-                for frame in decoder.frames():
-                    self._deliver(frame)
+                deadline = min((pending.deadline for pending in self._in_flight), default=math.inf)
+                with trio.CancelScope(deadline=deadline) as scope:
+                    self._read_scope = scope
+                    while True:
+                        data = await receive_some(RECEIVE_CHUNK)
+                        if not data:
+                            self.close(
+                                "was closed by the broker"
+                                + (f" with {len(self._in_flight)} requests in flight" if self._in_flight else "")
+                            )
+                            return
+                        decoder.feed(data)
+                        for frame in decoder.frames():
+                            self._deliver(frame)
+                            if self._closed_reason is not None:
+                                return
+                # The deadline passed (it may have been an answered request's: look again).
+                now = trio.current_time()
+                for pending in self._in_flight:
+                    if pending.deadline <= now:
+                        self._time_out(pending)
+                        return
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self.close(f"broke while receiving: {exc or type(exc).__name__}")
         except (ProtocolError, KafkaError) as exc:
             self.close(f"was closed after a bad response: {exc}")
 
+    def _time_out(self, pending: _InFlight) -> None:
+        """No answer to ``pending`` in time: every answer behind it is stuck too, so the
+        connection closes (as Kafka's clients do)."""
+        message = (
+            f"{_api_name(pending.api_key)} v{pending.version} (correlation id {pending.correlation_id}) to broker "
+            f"{self._where()} got no response within {pending.timeout:g} s"
+        )
+        pending.failure = RequestTimedOutError(message, broker=self.broker)
+        self.close(f"was closed after a request timed out: {message}")
+
     def _deliver(self, frame: bytes) -> None:
         correlation_id = peek_correlation_id(frame)
-        if not self._in_flight:
+        in_flight = self._in_flight
+        if not in_flight:
             raise KafkaProtocolError(f"response with correlation id {correlation_id} but no request in flight")
-        pending = self._in_flight[0]
+        pending = in_flight[0]
         if pending.correlation_id != correlation_id:
             raise KafkaProtocolError(
                 f"response with correlation id {correlation_id}, expected {pending.correlation_id} "
                 f"({_api_name(pending.api_key)})"
             )
-        self._in_flight.popleft()
-        pending.frame = frame
-        pending.done.set()
+        in_flight.popleft()
         self._slots.release()
+        if pending.abandoned:
+            return
+        pending.frame = frame
+        self._finish(pending)
 
     # --- negotiation -------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import trio.testing
 
 from tributary.client.admin.admin import Admin
 from tributary.client.config import ClientConfig
-from tributary.client.errors import KafkaConnectionError, RequestTimedOutError, UnsupportedVersionError
+from tributary.client.errors import KafkaConnectionError, KafkaError, RequestTimedOutError, UnsupportedVersionError
 from tributary.client.raw.client import RawClient
 from tributary.client.wire.cluster import Cluster as KafkaCluster
 from tributary.client.wire.connection import BrokerConnection, connect, open_on_stream
@@ -191,7 +191,7 @@ async def test_a_timed_out_request_closes_the_connection_and_fails_the_others(au
 
     fake.handlers[ApiKey.METADATA] = never
     client_stream, server_stream = trio.testing.memory_stream_pair()
-    outcomes: list[BaseException] = []
+    outcomes: dict[float, BaseException] = {}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(fake.serve, server_stream)
         async with open_on_stream(client_stream, config=ClientConfig(request_timeout=30), broker=3) as conn:
@@ -200,7 +200,7 @@ async def test_a_timed_out_request_closes_the_connection_and_fails_the_others(au
                 try:
                     await conn.request(MetadataRequest(topics=None), timeout=timeout)
                 except (RequestTimedOutError, KafkaConnectionError) as exc:
-                    outcomes.append(exc)
+                    outcomes[timeout] = exc
 
             async with trio.open_nursery() as requests:
                 requests.start_soon(ask, 5)
@@ -211,7 +211,8 @@ async def test_a_timed_out_request_closes_the_connection_and_fails_the_others(au
             ):
                 await conn.request(MetadataRequest(topics=None))
         nursery.cancel_scope.cancel()
-    timed_out, failed = outcomes
+    timed_out, failed = outcomes[5], outcomes[60]
+    assert trio.current_time() == pytest.approx(5)  # the deadline, not a tick later
     assert isinstance(timed_out, RequestTimedOutError)
     assert "METADATA v" in str(timed_out) and "broker 3" in str(timed_out) and "within 5 s" in str(timed_out)
     assert type(failed) is KafkaConnectionError
@@ -327,3 +328,168 @@ async def test_leaving_the_block_stops_everything(single_broker: Cluster) -> Non
     with pytest.raises(KafkaConnectionError, match="closed by the client"):
         await conn.request(MetadataRequest(topics=None))
     assert isinstance(conn, BrokerConnection)
+
+
+def _metadata_frame(correlation_id: int, version: int, topics: int = 0) -> bytes:
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=f"t{i:0100d}") for i in range(topics)])
+    return encode_request(request, version, correlation_id, "by-hand")
+
+
+async def test_started_requests_are_answered_by_callback_in_order_with_awaited_ones() -> None:
+    """start(): no task of its own; the answer (or the error) comes to a callback, once, and
+    the request keeps its place in the send order among awaited requests."""
+    fake = FakeBroker()
+
+    async def metadata(envelope: RequestEnvelope, request: MetadataRequest) -> MetadataResponse:
+        return _metadata_answer(envelope.correlation_id)
+
+    fake.handlers[ApiKey.METADATA] = metadata
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    answers: list[tuple[str, int]] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fake.serve, server_stream)
+        async with open_on_stream(client_stream, config=ClientConfig(max_in_flight=3), broker="fake") as conn:
+            version = conn.api_version(ApiKey.METADATA)
+            everything_answered = trio.Event()
+
+            def answered(answer: bytes | KafkaError) -> None:
+                assert isinstance(answer, bytes)
+                response = conn.decode(ApiKey.METADATA, version, answer)
+                answers.append(("started", response.brokers[0].node_id))
+                if len(answers) == 3:
+                    everything_answered.set()
+
+            async def awaited() -> None:
+                response = await conn.request(MetadataRequest(topics=None))
+                answers.append(("awaited", response.brokers[0].node_id))
+
+            conn.start(ApiKey.METADATA, version, MetadataRequest(topics=None), answered)
+            async with trio.open_nursery() as requests:
+                requests.start_soon(awaited)
+                await trio.testing.wait_all_tasks_blocked()
+            conn.start(ApiKey.METADATA, version, lambda cid: _metadata_frame(cid, version), answered)
+            await everything_answered.wait()
+            assert conn.in_flight == 0
+        nursery.cancel_scope.cancel()
+    # ApiVersions took correlation id 0.
+    assert answers == [("started", 1), ("awaited", 2), ("started", 3)]
+
+
+async def test_start_needs_a_free_slot_and_an_open_connection() -> None:
+    fake = FakeBroker()
+    release = trio.Event()
+
+    async def metadata(envelope: RequestEnvelope, request: MetadataRequest) -> MetadataResponse:
+        await release.wait()
+        return _metadata_answer(envelope.correlation_id)
+
+    fake.handlers[ApiKey.METADATA] = metadata
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    answers: list[bytes | KafkaError] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fake.serve, server_stream)
+        async with open_on_stream(client_stream, config=ClientConfig(max_in_flight=1), broker=7) as conn:
+            version = conn.api_version(ApiKey.METADATA)
+            conn.start(ApiKey.METADATA, version, MetadataRequest(topics=None), answers.append)
+            with pytest.raises(trio.WouldBlock):
+                conn.start(ApiKey.METADATA, version, MetadataRequest(topics=None), answers.append)
+            assert conn.in_flight == 1
+            await trio.testing.wait_all_tasks_blocked()  # written, held by the broker
+            conn.close()
+            (failure,) = answers
+            assert type(failure) is KafkaConnectionError and failure.broker == 7
+            assert "connection to broker 7 was closed by the client (METADATA in flight)" in str(failure)
+            with pytest.raises(KafkaConnectionError, match="closed by the client"):
+                conn.start(ApiKey.METADATA, version, MetadataRequest(topics=None), answers.append)
+        nursery.cancel_scope.cancel()
+    assert len(answers) == 1
+
+
+async def test_a_started_request_times_out_by_the_readers_deadline(autojump_clock: Any) -> None:
+    """No cancel scope per request: the reader keeps the earliest deadline in flight. A
+    later request with a shorter timeout moves it earlier; an answered request's deadline
+    passing closes nothing."""
+    fake = FakeBroker()
+
+    async def metadata(envelope: RequestEnvelope, request: MetadataRequest) -> MetadataResponse | None:
+        if request.topics is None:  # answered at once
+            return _metadata_answer(envelope.correlation_id)
+        await trio.sleep_forever()
+        return None
+
+    fake.handlers[ApiKey.METADATA] = metadata
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    outcomes: dict[str, tuple[float, bytes | KafkaError]] = {}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fake.serve, server_stream)
+        async with open_on_stream(client_stream, config=ClientConfig(request_timeout=30), broker=5) as conn:
+            version = conn.api_version(ApiKey.METADATA)
+            t0 = trio.current_time()
+
+            def note(name: str) -> Any:
+                return lambda answer: outcomes.__setitem__(name, (trio.current_time() - t0, answer))
+
+            stuck = MetadataRequest(topics=[])
+            conn.start(ApiKey.METADATA, version, MetadataRequest(topics=None), note("quick"), timeout=2)
+            await trio.sleep(1)
+            assert "quick" in outcomes
+            conn.start(ApiKey.METADATA, version, stuck, note("long"), timeout=60)
+            await trio.sleep(5)  # past the quick request's deadline: nothing happens
+            assert not conn.closed
+            conn.start(ApiKey.METADATA, version, stuck, note("short"), timeout=10)
+            await conn.wait_closed()
+        nursery.cancel_scope.cancel()
+    assert outcomes["quick"][0] < 1 and isinstance(outcomes["quick"][1], bytes)
+    when, short = outcomes["short"]
+    assert when == pytest.approx(16)
+    assert isinstance(short, RequestTimedOutError) and "within 10 s" in str(short)
+    when, long = outcomes["long"]
+    assert when == pytest.approx(16)
+    assert type(long) is KafkaConnectionError and "closed after a request timed out" in str(long)
+
+
+async def test_frames_written_by_the_caller_and_the_writer_stay_whole_and_in_order() -> None:
+    """Over TCP with a small send buffer, big frames do not fit at once: the caller writes
+    what the socket takes and the writer the rest, and callers cancelled meanwhile leave no
+    half frame behind (the fake broker decodes every request it receives)."""
+    fake = FakeBroker()
+    sizes: dict[int, int] = {}
+
+    async def metadata(envelope: RequestEnvelope, request: MetadataRequest) -> MetadataResponse:
+        sizes[envelope.correlation_id] = len(request.topics or ())
+        return _metadata_answer(envelope.correlation_id)
+
+    fake.handlers[ApiKey.METADATA] = metadata
+    port = free_port()
+    listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
+    config = ClientConfig(send_buffer_bytes=4096, max_in_flight=5)
+    results: dict[int, int] = {}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, fake.serve, listeners)
+        async with connect("127.0.0.1", port, config=config, broker=2) as conn:
+            version = conn.api_version(ApiKey.METADATA)
+
+            async def ask(i: int, topics: int) -> None:
+                frame = await conn.exchange(ApiKey.METADATA, version, lambda cid: _metadata_frame(cid, version, topics))
+                assert frame is not None
+                correlation_id, response = decode_response(ApiKey.METADATA, version, frame)
+                assert response.brokers[0].node_id == correlation_id
+                results[i] = correlation_id
+
+            async with trio.open_nursery() as requests:
+                for i in range(20):
+                    requests.start_soon(ask, i, 3000 if i % 3 == 0 else i)
+            assert len(results) == 20
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as requests:
+                    for i in range(20, 25):
+                        requests.start_soon(ask, i, 3000)
+                    await trio.lowlevel.checkpoint()
+                    scope.cancel()
+            await ask(99, 1)
+            assert not conn.closed and conn.in_flight == 0
+        nursery.cancel_scope.cancel()
+    metadata_ids = [cid for key, _, cid in fake.seen if key == ApiKey.METADATA]
+    assert metadata_ids == sorted(metadata_ids)  # sent in correlation-id order
+    assert sizes[results[0]] == 3000 and sizes[results[99]] == 1
+    assert metadata_ids[-1] == results[99]
