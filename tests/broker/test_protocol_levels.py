@@ -477,7 +477,14 @@ def test_create_partitions_and_create_topics_with_manual_assignments(cluster: Cl
     grow.topics[0].assignments[1].broker_ids = [2, 3]  # type: ignore[index]
     (done,) = ask(cluster.brokers[0], grow, 3).results
     assert done.error_code == ErrorCode.NONE, done
-    (described,) = ask(cluster.brokers[2], metadata_request(created.name), 12).topics
+    # The answer waits for the receiving broker's own view (as Kafka's does): another broker's
+    # metadata follows ZooKeeper a moment later.
+    described = eventually(
+        lambda: t if len((t := ask(cluster.brokers[2], metadata_request(created.name), 12).topics[0]).partitions) == 3
+        else None,
+        TIMEOUT,
+        "broker 3 to see the new partitions",
+    )  # fmt: skip
     assert {p.partition_index: p.replica_nodes for p in described.partitions} == {
         0: described.partitions[0].replica_nodes, 1: [3, 1], 2: [2, 3],
     }  # fmt: skip
