@@ -38,7 +38,7 @@ from kazoo.client import KazooClient
 
 from tests.fixtures.brokers import module_cluster
 from tests.fixtures.zookeeper import ZooKeeperServer
-from tributary.testing.cluster import Cluster
+from tributary.testing.cluster import Cluster, wait_for_leaders
 from tributary.testing.polling import eventually
 
 TIMEOUT = 30.0
@@ -158,9 +158,12 @@ def test_confluent_create_partitions_refuses_shrinking_and_unknown_topics(admin:
     assert len(partition_leaders(admin, topic)) == 3
 
 
-def test_kafka_python_create_partitions(admin: AdminClient, kp_admin: KafkaAdminClient) -> None:
+def test_kafka_python_create_partitions(cluster: Cluster, admin: AdminClient, kp_admin: KafkaAdminClient) -> None:
     topic = new_topic(admin, 1)
+    wait_for_leaders(cluster.brokers, topic, 1)  # whichever broker kafka-python asks knows the topic
     kp_admin.create_partitions({topic: 4})
+    # (The answer waits for the receiving broker's view; the others follow ZooKeeper a moment later.)
+    assert sorted(wait_for_leaders(cluster.brokers, topic, 4)) == [0, 1, 2, 3]
     assert sorted(partition_leaders(admin, topic)) == [0, 1, 2, 3]
     with pytest.raises(InvalidPartitionsError):
         kp_admin.create_partitions({topic: 4})
@@ -245,6 +248,10 @@ def test_kafka_python_describe_and_alter_configs(
     cluster: Cluster, admin: AdminClient, kp_admin: KafkaAdminClient
 ) -> None:
     topic = new_topic(admin, 1)
+    # kafka-python describes the topic's configs first, at any broker, and takes an error there
+    # (the topic not known yet: brokers learn of it from ZooKeeper each on its own) for a topic
+    # without configs. So every broker knows the topic first.
+    wait_for_leaders(cluster.brokers, topic, 1)
     # kafka-python uses IncrementalAlterConfigs when the broker offers it, AlterConfigs when told not to.
     result = kp_admin.alter_configs(
         [KPConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "7200000"})]
