@@ -38,6 +38,9 @@ def test_the_wheel_holds_one_top_level_name(wheel: Path) -> None:
         assert f"tributary/{package}/__init__.py" in paths
     assert "tributary/client/raw/batches.py" in paths
     assert "tributary/deploy/cli/__main__.py" in paths
+    # setup.py builds the compiled record loops into the wheel wherever this checkout has them.
+    compiled = f"tributary/protocol/records/_speedups{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    assert (compiled in paths) == (record_codec.SPEEDUPS is not None)
 
 
 def test_a_fresh_virtualenv_imports_tributary_and_nothing_else(wheel: Path, tmp_path: Path) -> None:

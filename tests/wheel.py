@@ -17,10 +17,11 @@ def build_wheel(workdir: Path) -> Path:
     so nothing is downloaded."""
     source = workdir / "src"
     source.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(ROOT / name, source / name)
     # tributary/ links to the package folders beside it: copy the links as links, and their folders.
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    # (The compiled record loops are built from their source, as an operator's build does.)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "*.so")
     namespace = ROOT / "tributary"
     shutil.copytree(namespace, source / "tributary", symlinks=True, ignore=ignore)
     for link in sorted(namespace.iterdir()):

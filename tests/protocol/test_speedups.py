@@ -43,7 +43,7 @@ needs_speedups = pytest.mark.skipif(SPEEDUPS is None, reason="the compiled loops
 
 def test_the_compiled_loops_are_built_wherever_they_can_be() -> None:
     # A machine with a C compiler and Python's headers builds the extension at install
-    # (pyproject.toml, optional so that one without them still installs): if it did not,
+    # (setup.py, optional so that one without them still installs): if it did not,
     # every other test here would skip and prove nothing.
     can_build = shutil.which("cc") is not None and (Path(sysconfig.get_paths()["include"]) / "Python.h").exists()
     if os.environ.get(DISABLE_VARIABLE, "") not in ("", "0"):
