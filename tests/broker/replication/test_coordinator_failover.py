@@ -143,7 +143,13 @@ def test_committed_offsets_survive_the_coordinators_death(cluster: Cluster) -> N
         assert final[partition] >= offset, (
             f"partition {partition}: commit {offset} acknowledged, {final[partition]} kept"
         )
-    assert final == dict.fromkeys(range(PARTITIONS), PER_PARTITION)
+    # The group keeps at least the last commit acknowledged for each partition, the end of the
+    # topic where that commit went through. (A worker's last commit may fail as the coordinator
+    # moves, and nothing retries it once the topic is read: the group then resumes from the one
+    # before, which is at-least-once, not a loss.)
+    for partition in range(PARTITIONS):
+        last = max((w.acknowledged.get(partition, (-1, 0.0))[0] for w in workers), default=-1)
+        assert last <= final[partition] <= PER_PARTITION, f"partition {partition}: {last} acknowledged last"
     # After the kill nobody read below a commit acknowledged before it: members that kept their
     # partitions read on, and a partition handed over resumed at its commit on the new coordinator.
     behind = {
