@@ -25,10 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from tributary.client.raw.batches import AbortedTransactions, RawBatches
+from tributary.client.raw.batches import RawBatches
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.records import (
-    CONTROL_BIT,
     HEADER_SIZE,
     LOG_OVERHEAD,
     NO_PRODUCER_ID,
@@ -136,16 +135,8 @@ def stamp_fetch(fetched: RawBatches, start: int, stamp: Stamp) -> StampedFetch:
     plain batches are copied out of the response once, in one piece (from the first to the end
     of the last), and stamped in place; a renumbered batch is prepared and stamped on its own."""
     records = fetched.records
-    aborted = AbortedTransactions(fetched.aborted_transactions) if fetched.aborted_transactions else None
-    selected: list[tuple[int, BatchHeader]] = []
-    for position, header in fetched.batches:
-        if aborted is not None:
-            if aborted.drops(header, records, position):
-                continue
-        elif header.attributes & CONTROL_BIT:
-            continue
-        if header.base_offset + header.last_offset_delta >= start and header.record_count > 0:
-            selected.append((position, header))
+    # The batches copyable() takes.
+    selected = [(p, h) for p, h in fetched.committed_batches() if h.next_offset > start and h.record_count > 0]
     headers = [header for _, header in selected]
     payloads: list[BytesLike] = []
     sequences = [stamp.base_sequence]

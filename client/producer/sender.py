@@ -243,7 +243,7 @@ class Sender:
             )
             body: ProduceRequest | Encoder
             if version in PRODUCE_VERSIONS:  # written and read by the raw client's wire code: no message objects
-                data = {batch.queue.tp: batch.data or b"" for batch in batches}
+                data = _batch_data(batches)
                 client_id, acks, timeout_ms = conn.config.client_id, self._acks, self._timeout_ms
 
                 def body(correlation_id: int) -> bytes:

@@ -93,14 +93,25 @@ class RawBatches:
         for position, header in self.batches:
             yield header, records[position : position + header.size]
 
-    def committed_batch_bytes(self) -> Iterator[tuple[BatchHeader, bytes | memoryview]]:
-        """The batches a committed-only reader sees, as ``(header, bytes)``: never a
-        control batch (a transaction marker), never a batch of an aborted transaction
+    def committed_batches(self) -> Iterator[tuple[int, BatchHeader]]:
+        """The batches a committed-only reader sees, as ``(position in records, header)``:
+        never a control batch (a transaction marker), never a batch of an aborted transaction
         (see :class:`AbortedTransactions`)."""
+        if not self.aborted_transactions:  # the usual fetch: only the markers are left out
+            for position, header in self.batches:
+                if not header.is_control:
+                    yield position, header
+            return
         aborted = AbortedTransactions(self.aborted_transactions)
-        for header, data in self.batch_bytes():
-            if not aborted.drops(header, data):
-                yield header, data
+        for position, header in self.batches:
+            if not aborted.drops(header, self.records, position):
+                yield position, header
+
+    def committed_batch_bytes(self) -> Iterator[tuple[BatchHeader, bytes | memoryview]]:
+        """:meth:`committed_batches` as ``(header, bytes)``."""
+        records = self.records
+        for position, header in self.committed_batches():
+            yield header, records[position : position + header.size]
 
     def iter_records(
         self,
