@@ -132,8 +132,10 @@ class StampedFetch(NamedTuple):
 def stamp_fetch(fetched: RawBatches, start: int, stamp: Stamp) -> StampedFetch:
     """What :func:`copyable`, :func:`prepare` and :func:`for_target` with consecutive sequences
     from ``stamp`` make of ``fetched`` from source offset ``start`` on, in one pass: the selected
-    plain batches are copied out of the response once, in one piece (from the first to the end
-    of the last), and stamped in place; a renumbered batch is prepared and stamped on its own."""
+    plain batches are stamped in place, in the response itself when it is writable (the raw
+    client receives a large Fetch response into a buffer of the mirror's own), else in one
+    copy of them (from the first to the end of the last); a renumbered batch is prepared and
+    stamped on its own."""
     records = fetched.records
     # The batches copyable() takes.
     selected = [(p, h) for p, h in fetched.committed_batches() if h.next_offset > start and h.record_count > 0]
@@ -145,8 +147,12 @@ def stamp_fetch(fetched: RawBatches, start: int, stamp: Stamp) -> StampedFetch:
         return StampedFetch(headers, payloads, sequences, renumbered)
     first = selected[0][0]
     last_position, last_header = selected[-1]
-    buf = bytearray(memoryview(records)[first : last_position + last_header.batch_length + LOG_OVERHEAD])
-    view = memoryview(buf)
+    view = memoryview(records)
+    if view.readonly:  # copied out of the response once; a writable one is stamped where it is
+        buf: bytearray | memoryview = bytearray(view[first : last_position + last_header.batch_length + LOG_OVERHEAD])
+        view = memoryview(buf)
+    else:
+        buf, first = view, 0
     producer_id, producer_epoch, sequence = stamp
     for index, (position, header) in enumerate(selected):
         if header.last_offset_delta != header.record_count - 1:  # gaps: renumbered apart

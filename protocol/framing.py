@@ -103,6 +103,30 @@ class FrameDecoder:
         while (payload := self.next_frame()) is not None:
             yield payload
 
+    def move_incomplete(self, buffer: bytearray | memoryview) -> int:
+        """Move the bytes buffered of the next frame, begun but not whole, into ``buffer`` (of
+        exactly the frame's length, :meth:`next_length`); how many that is. The decoder is
+        left empty. The caller receives the rest of the frame straight into ``buffer``
+        (``recv_into``), so a large frame is copied once, by the kernel, instead of arriving
+        in chunks that are then joined."""
+        length = self.next_length()
+        if length is None or self._buffered >= 4 + length:
+            raise ValueError("no incomplete frame is buffered")
+        if len(buffer) != length:
+            raise ValueError(f"a buffer of {len(buffer)} bytes for a frame of {length}")
+        self._skip(4)
+        filled = 0
+        head = self._head
+        for chunk in self._chunks:
+            end = filled + len(chunk) - head
+            buffer[filled:end] = memoryview(chunk)[head:]
+            filled = end
+            head = 0
+        self._chunks.clear()
+        self._head = 0
+        self._buffered = 0
+        return filled
+
     # --- the chunk queue ---------------------------------------------------------------------
 
     def _advance_within(self, first: bytes, end: int) -> None:

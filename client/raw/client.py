@@ -60,7 +60,7 @@ R = TypeVar("R")
 D = TypeVar("D")
 
 
-def _decoded(decode: Callable[[int, bytes], D], version: int, frame: bytes, api: str, broker: int | str) -> D:
+def _decoded(decode: Callable[[int, BytesLike], D], version: int, frame: BytesLike, api: str, broker: int | str) -> D:
     try:
         return decode(version, frame)
     except ProtocolError as exc:
@@ -105,8 +105,13 @@ class RawClient:
                 response: FetchResponse = await conn.request(request, version=version, timeout=timeout)
                 return self._noted(parse_fetch_response(response, offsets, broker_id))
             client_id = conn.config.client_id
+            # Writable: the mirror stamps the fetched batches in place (mirror/batches.py).
             frame = await conn.exchange(
-                ApiKey.FETCH, version, lambda cid: encode_request(request, version, cid, client_id), timeout=timeout
+                ApiKey.FETCH,
+                version,
+                lambda cid: encode_request(request, version, cid, client_id),
+                timeout=timeout,
+                writable_response=True,
             )
             assert frame is not None
             _, error_code, shares = _decoded(decode_fetch_response, version, frame, "Fetch", broker_id)

@@ -59,6 +59,7 @@ from tributary.client._tasks import background_nursery
 from tributary.client.config import ClientConfig
 from tributary.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError, RequestTimedOutError
 from tributary.client.security.login import sasl_login
+from tributary.client.wire.buffers import ReceiveBuffers
 from tributary.client.wire.versions import (
     FIRST_API_VERSIONS_VERSION,
     BrokerApiVersions,
@@ -75,6 +76,9 @@ from tributary.protocol.schema import Declared
 log = logging.getLogger(__name__)
 
 RECEIVE_CHUNK = 256 * 1024
+#: A response taken writable (:meth:`BrokerConnection.exchange`) with at least this much still
+#: to come is received straight into a buffer of its own size rather than in chunks.
+DIRECT_RECEIVE_MIN = 64 * 1024
 _MAX_CORRELATION_ID = 2**31 - 1
 
 #: A request its caller encodes: ``encode(correlation_id)`` is the whole frame (see :meth:`BrokerConnection.exchange`).
@@ -110,6 +114,7 @@ class _InFlight:
         "timeout",
         "version",
         "waiter",
+        "writable_response",
     )
 
     def __init__(
@@ -129,8 +134,11 @@ class _InFlight:
         self.deadline = deadline
         self.timeout = timeout
         self.done = False
-        self.frame: bytes | None = None
+        self.frame: bytes | memoryview | None = None
         self.failure: KafkaError | None = None
+        #: Its caller takes the response as a writable view it may change: a large one is
+        #: received straight into a buffer (see :meth:`BrokerConnection._receive_into`).
+        self.writable_response = False
         #: Some of its bytes were written (it cannot be withdrawn any more).
         self.sent = False
         #: Its caller gave up (cancelled): the answer is read and dropped.
@@ -175,6 +183,8 @@ class BrokerConnection:
         self._closed = trio.Event()
         self._cancel_tasks = trio.CancelScope()
         self._versions: BrokerApiVersions | None = None
+        #: Where large writable responses are received (made on first use).
+        self._buffers: ReceiveBuffers | None = None
 
     # --- state ---------------------------------------------------------------------------------
 
@@ -275,7 +285,7 @@ class BrokerConnection:
             return None
         return self.decode(api_key, version, frame)
 
-    def decode(self, api_key: int, version: int, frame: bytes) -> Any:
+    def decode(self, api_key: int, version: int, frame: bytes | memoryview) -> Any:
         """A response frame decoded (as :meth:`request` returns it); a malformed one raises
         :class:`~client.errors.KafkaProtocolError`."""
         try:
@@ -296,7 +306,8 @@ class BrokerConnection:
         timeout: float | None = None,
         expect_response: bool = True,
         on_queued: Callable[[], object] | None = None,
-    ) -> bytes | None:
+        writable_response: bool = False,
+    ) -> bytes | memoryview | None:
         """Send a request the caller encoded and return its response frame undecoded (the
         response header first), or None for a request Kafka does not answer.
 
@@ -304,9 +315,23 @@ class BrokerConnection:
         prefix and request header included, as :func:`protocol.headers.encode_request` writes
         them); the version must be one both sides support (:meth:`api_version`). This is for
         the hot paths that read only what they need of an answer (the mirror's raw produce and
-        fetch, ``client/raw/wire.py``); everything else uses :meth:`request`. ``on_queued`` as there."""
+        fetch, ``client/raw/wire.py``); everything else uses :meth:`request`. ``on_queued`` as there.
+
+        With ``writable_response`` the frame may be a writable ``memoryview`` the caller may
+        change: a large response then arrives straight into a buffer over plain TCP, copied
+        once (the mirror stamps fetched batches in place). The buffer is the connection's to
+        use again once no view of it is left (``client/wire/buffers.py``). Otherwise, and
+        always over TLS, the frame is ``bytes``."""
         version = self.versions.check(api_key, version)
-        return await self._exchange(encode, api_key, version, timeout, expect_response, on_queued=on_queued)
+        return await self._exchange(
+            encode,
+            api_key,
+            version,
+            timeout,
+            expect_response,
+            on_queued=on_queued,
+            writable_response=writable_response,
+        )
 
     def start(
         self,
@@ -347,7 +372,8 @@ class BrokerConnection:
         expect_response: bool,
         *,
         on_queued: Callable[[], object] | None = None,
-    ) -> bytes | None:
+        writable_response: bool = False,
+    ) -> bytes | memoryview | None:
         """Send one request; its response frame (without the length prefix)."""
         if self._closed_reason is not None:
             raise self._lost_error()
@@ -371,6 +397,7 @@ class BrokerConnection:
             self._slots.release()
             raise self._lost_error()
         pending = self._queue(body, api_key, version, expect_response, deadline=deadline, timeout=timeout)
+        pending.writable_response = writable_response
         if on_queued is not None:
             on_queued()
         if expect_response:
@@ -410,7 +437,8 @@ class BrokerConnection:
             if pending.failure is not None:
                 on_answer(pending.failure)
             else:
-                assert pending.frame is not None
+                # start() never takes a writable response, so its frame is bytes.
+                assert isinstance(pending.frame, bytes)
                 on_answer(pending.frame)
 
     def _queue(
@@ -506,22 +534,35 @@ class BrokerConnection:
     async def _read_loop(self) -> None:
         decoder = FrameDecoder(self.config.max_response_size)
         receive_some = self._stream.receive_some
+        # Plain TCP: a large response its caller takes writable is received into its buffer.
+        sock = self._stream.socket if isinstance(self._stream, trio.SocketStream) else None
+        in_flight = self._in_flight
         try:
             while True:
-                deadline = min((pending.deadline for pending in self._in_flight), default=math.inf)
+                deadline = min((pending.deadline for pending in in_flight), default=math.inf)
                 with trio.CancelScope(deadline=deadline) as scope:
                     self._read_scope = scope
                     while True:
                         data = await receive_some(RECEIVE_CHUNK)
                         if not data:
-                            self.close(
-                                "was closed by the broker"
-                                + (f" with {len(self._in_flight)} requests in flight" if self._in_flight else "")
-                            )
+                            self._broker_closed()
                             return
                         decoder.feed(data)
                         for frame in decoder.frames():
                             self._deliver(frame)
+                            if self._closed_reason is not None:
+                                return
+                        if (
+                            sock is not None
+                            and decoder.missing >= DIRECT_RECEIVE_MIN
+                            and in_flight
+                            and in_flight[0].writable_response
+                        ):
+                            whole = await self._receive_into(sock, decoder)
+                            if whole is None:
+                                return
+                            self._deliver(whole)
+                            del whole  # the buffer is free again once its caller is done with it
                             if self._closed_reason is not None:
                                 return
                 # The deadline passed (it may have been an answered request's: look again).
@@ -535,6 +576,29 @@ class BrokerConnection:
         except (ProtocolError, KafkaError) as exc:
             self.close(f"was closed after a bad response: {exc}")
 
+    async def _receive_into(self, sock: trio.socket.SocketType, decoder: FrameDecoder) -> memoryview | None:
+        """The response frame ``decoder`` has begun, its rest received straight into a buffer
+        of the connection's pool (the kernel's copy is the only one); None if the broker
+        closed the connection first."""
+        length = decoder.next_length()
+        assert length is not None
+        if self._buffers is None:
+            self._buffers = ReceiveBuffers()
+        view = self._buffers.take(length)
+        filled = decoder.move_incomplete(view)
+        while filled < length:
+            received = await sock.recv_into(view[filled:])
+            if not received:
+                self._broker_closed()
+                return None
+            filled += received
+        return view
+
+    def _broker_closed(self) -> None:
+        self.close(
+            "was closed by the broker" + (f" with {len(self._in_flight)} requests in flight" if self._in_flight else "")
+        )
+
     def _time_out(self, pending: _InFlight) -> None:
         """No answer to ``pending`` in time: every answer behind it is stuck too, so the
         connection closes (as Kafka's clients do)."""
@@ -545,7 +609,7 @@ class BrokerConnection:
         pending.failure = RequestTimedOutError(message, broker=self.broker)
         self.close(f"was closed after a request timed out: {message}")
 
-    def _deliver(self, frame: bytes) -> None:
+    def _deliver(self, frame: bytes | memoryview) -> None:
         correlation_id = peek_correlation_id(frame)
         in_flight = self._in_flight
         if not in_flight:

@@ -45,7 +45,7 @@ def api_versions_request() -> ApiVersionsRequest:
     )
 
 
-def decode_api_versions(frame: bytes, sent_version: int) -> tuple[int, ApiVersionsResponse, int]:
+def decode_api_versions(frame: bytes | memoryview, sent_version: int) -> tuple[int, ApiVersionsResponse, int]:
     """(correlation id, response, version it was decoded at) of an ApiVersions answer.
 
     An UNSUPPORTED_VERSION answer is decoded as v0, whatever version was sent."""

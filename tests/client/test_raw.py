@@ -172,3 +172,39 @@ def test_a_truncated_trailing_batch_is_dropped() -> None:
     only_partial = raw_batches("t", FetchResponse.PartitionData(partition_index=2, records=batches[0][:30]), 0)
     assert only_partial.batches == () and only_partial.records == b""
     assert only_partial.truncated_bytes == 30 and only_partial.next_offset == 0
+
+
+async def test_large_fetches_arrive_in_writable_buffers_used_again_only_when_free(shared_cluster: Brokers) -> None:
+    """A Fetch response larger than a chunk is received straight into a pooled buffer that the
+    caller may write (the mirror stamps batches in place); a later fetch never lands in a
+    buffer whose bytes are still held, and lands in a freed one."""
+    topic = topic_name("raw-large")
+    async with Cluster(shared_cluster.bootstrap) as cluster:
+        await Admin(cluster).create_topic(topic, 2)
+        raw = RawClient(cluster)
+        sent: dict[int, list[bytes]] = {}
+        for p in range(2):
+            sent[p] = [build_batch([(None, bytes([p, b]) * 50_000, (), None)]) for b in range(6)]  # 100 kB each
+            for batch in sent[p]:
+                await raw.produce_partition(topic, p, batch)
+
+        async def fetch(partition: int) -> RawBatches:
+            result = await raw.fetch_partition(topic, partition, 0, max_bytes=16 * 1024 * 1024, max_wait_ms=0)
+            stored = [bytes(data) for _, data in result.batch_bytes()]
+            assert len(stored) == 6
+            assert all(same_apart_from_offset_and_epoch(a, b) for a, b in zip(sent[partition], stored, strict=True))
+            return result
+
+        first = await fetch(0)
+        view = memoryview(first.records)
+        assert not view.readonly  # received into a buffer of its own, not bytes
+        held = view[:100]
+        before = bytes(held)
+        owner = id(view.obj)
+        del first, view
+        second = await fetch(1)  # the first buffer is still held: a buffer of its own
+        second_owner = id(memoryview(second.records).obj)
+        assert second_owner != owner and bytes(held) == before
+        del held, second
+        third = await fetch(1)  # both free now: one of them serves
+        assert id(memoryview(third.records).obj) in {owner, second_owner}

@@ -107,3 +107,51 @@ def test_large_frames_come_out_whole_and_as_bytes(sizes: list[int], chunk: int) 
     assert out == payloads
     assert all(type(p) is bytes for p in out)
     assert decoder.buffered == 0
+
+
+@given(
+    before=st.lists(st.binary(max_size=50), max_size=3),
+    payload=st.binary(min_size=1, max_size=400),
+    cuts=st.lists(st.integers(1, 64), min_size=1),
+    data=st.data(),
+)
+def test_an_incomplete_frame_is_moved_with_what_has_arrived(
+    before: list[bytes], payload: bytes, cuts: list[int], data: st.DataObject
+) -> None:
+    """A frame begun but not whole comes out as a buffer of its length holding exactly the
+    bytes that arrived, in order, whatever the chunks; the rest received into it completes it."""
+    stream = b"".join(frame(p) for p in before) + frame(payload)
+    stop = data.draw(st.integers(len(stream) - len(payload), len(stream) - 1), label="bytes arrived")
+    decoder = FrameDecoder()
+    out: list[bytes] = []
+    pos, i = 0, 0
+    while pos < stop:
+        step = min(cuts[i % len(cuts)], stop - pos)
+        decoder.feed(stream[pos : pos + step])
+        out.extend(decoder.frames())
+        pos += step
+        i += 1
+    assert out == before
+    assert decoder.next_length() == len(payload)
+    buffer = bytearray(len(payload))
+    filled = decoder.move_incomplete(buffer)
+    assert filled == stop - (len(stream) - len(payload))
+    assert bytes(buffer[:filled]) == payload[:filled]
+    assert decoder.buffered == 0
+    assert decoder.next_length() is None
+    buffer[filled:] = payload[filled:]
+    assert buffer == payload
+
+
+def test_move_incomplete_refuses_a_whole_or_absent_frame_or_a_wrong_buffer() -> None:
+    decoder = FrameDecoder()
+    with pytest.raises(ValueError, match="no incomplete frame"):
+        decoder.move_incomplete(bytearray(5))
+    decoder.feed(frame(b"whole"))
+    with pytest.raises(ValueError, match="no incomplete frame"):
+        decoder.move_incomplete(bytearray(5))
+    assert decoder.next_frame() == b"whole"
+    decoder.feed(frame(b"partial")[:6])
+    with pytest.raises(ValueError, match="a buffer of 6 bytes for a frame of 7"):
+        decoder.move_incomplete(bytearray(6))
+    assert decoder.buffered == 6
