@@ -4,8 +4,10 @@ Every copier runs in a child process and copies one source topic whole into an a
 topic; :func:`watch_copy` times it from outside, the same way for each: it asks the
 aggregate broker for the copy's end offsets every 50 ms (so watching costs the copier
 nothing) and reads the copier's CPU time (all its threads, librdkafka's included) from
-``/proc/<pid>/stat`` at the same instants. The window runs from the last sample before the
-first record reached the aggregate to the first sample after the last one did.
+``/proc`` at the same instants (``processes.cpu_seconds``: nanoseconds per thread). The window
+runs from the last sample before the first record reached the aggregate to the first sample
+after the last one did. Within it, the samples at which a tenth and nine tenths of the records
+had landed bound the sustained part of the copy: no start-up, no ramp, no tail.
 
 The copiers:
 
@@ -75,6 +77,10 @@ class Watched:
     #: between the two, the copy runs at its sustained rate (no ramp-up, no tail).
     tenth: float = 0.0
     nine_tenths: float = 0.0
+    #: The copier's CPU seconds between those two samples, and the share of the records that
+    #: landed between them (about eight tenths; exactly what the two samples saw).
+    sustained_cpu: float = 0.0
+    sustained_share: float = 0.0
 
     @property
     def sustained_seconds(self) -> float:
@@ -114,7 +120,8 @@ def watch_copy(
         return time.perf_counter(), used, {name: fn() or 0.0 for name, fn in others.items()}
 
     first: tuple[float, float, dict[str, float]] | None = None
-    marks: dict[float, float] = {}  # fraction of the records -> when it was first seen
+    # fraction of the records -> (seconds into the window, CPU seconds, records) when first seen
+    marks: dict[float, tuple[float, float, int]] = {}
     deadline = time.monotonic() + COPY_TIMEOUT
     with BlockingFetcher(target) as fetcher:
         while True:
@@ -124,10 +131,14 @@ def watch_copy(
                 first = now  # the last sample before copying began
             for fraction in (0.1, 0.9):
                 if records >= fraction * total:
-                    marks.setdefault(fraction, now[0] - first[0])
+                    marks.setdefault(fraction, (now[0] - first[0], now[1], records))
             if records >= total:
                 spent = {name: now[2][name] - first[2][name] for name in others}
-                return Watched(now[0] - first[0], now[1] - first[1], spent, marks[0.1], marks[0.9])
+                (tenth, tenth_cpu, tenth_records), (nine_tenths, late_cpu, late_records) = marks[0.1], marks[0.9]
+                return Watched(
+                    now[0] - first[0], now[1] - first[1], spent, tenth, nine_tenths,
+                    late_cpu - tenth_cpu, (late_records - tenth_records) / total,
+                )  # fmt: skip
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the {copier.name} copied {records:,} of {total:,} records:\n{copier.log_tail()}")
             time.sleep(SAMPLE_INTERVAL)
