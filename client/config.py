@@ -40,6 +40,11 @@ class ClientConfig:
     receive_buffer_bytes: int | None = None
     #: The largest response frame accepted (``socket.request.max.bytes``' counterpart).
     max_response_size: int = DEFAULT_MAX_FRAME_SIZE
+    #: Large responses a caller takes writable (the raw client's fetches) are received into
+    #: buffers a cluster's connections keep for reuse (client/wire/buffers.py): at most this
+    #: many bytes of them, in use or idle. A fresh buffer costs page faults and zeroing; a
+    #: reader that holds many responses at once (the mirror) wants them all pooled.
+    response_buffer_pool_bytes: int = 32 * 1024 * 1024
     #: ``reconnect.backoff.ms`` / ``reconnect.backoff.max.ms``: the wait before
     #: reconnecting to a broker doubles after each failed attempt, up to the
     #: maximum, with +-20% jitter; a successful connection resets it.
@@ -63,6 +68,8 @@ class ClientConfig:
                 raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
         if self.reconnect_backoff_max < self.reconnect_backoff:
             raise ValueError("reconnect_backoff_max must not be below reconnect_backoff")
+        if self.response_buffer_pool_bytes < 0:
+            raise ValueError(f"response_buffer_pool_bytes must not be negative, not {self.response_buffer_pool_bytes}")
         for name in ("send_buffer_bytes", "receive_buffer_bytes"):
             value = getattr(self, name)
             if value is not None and value <= 0:

@@ -70,6 +70,10 @@ def client_config(config: MirrorConfig, role: str) -> ClientConfig:
         reconnect_backoff_max=config.reconnect_backoff_max_ms / 1000,
         # New topics and partitions are found by the metadata refresh.
         metadata_max_age=config.discovery_interval_ms / 1000,
+        # Everything fetched and not yet copied may be held at once, and a response stays whole
+        # until each of its partitions' shares is copied: all of it pooled, so that a fetch is
+        # received into a buffer used before, not fresh memory.
+        response_buffer_pool_bytes=config.max_inflight_bytes + 2 * config.fetch_max_bytes,
     )
 
 

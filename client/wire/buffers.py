@@ -18,7 +18,6 @@ from __future__ import annotations
 import sys
 
 
-
 def _unused_count() -> int:
     """What ``sys.getrefcount`` says of a buffer that only the pool's list refers to (the
     list's reference and the call's own), measured the way :meth:`ReceiveBuffers.take` asks."""
@@ -36,11 +35,12 @@ class ReceiveBuffers:
     than fits, or arriving while every pooled buffer is in use and the pool is full, gets a
     buffer of its own that is not kept."""
 
-    __slots__ = ("_buffers", "_pooled", "max_buffers", "max_bytes")
+    __slots__ = ("_buffers", "_largest", "_pooled", "max_buffers", "max_bytes")
 
-    def __init__(self, *, max_buffers: int = 4, max_bytes: int = 32 * 1024 * 1024) -> None:
+    def __init__(self, *, max_buffers: int = 16, max_bytes: int = 32 * 1024 * 1024) -> None:
         self._buffers: list[bytearray] = []
         self._pooled = 0
+        self._largest = 0
         self.max_buffers = max_buffers
         self.max_bytes = max_bytes
 
@@ -65,7 +65,11 @@ class ReceiveBuffers:
                 best = index
         if best >= 0:
             return memoryview(buffers[best])[:size]
-        capacity = -(-size // _STEP) * _STEP
+        # As large as the largest response so far: responses vary in size (a fetch's partitions
+        # hold more or less), and a buffer that fits only the smaller ones would be dropped for
+        # a fresh one whenever a larger response came.
+        capacity = max(-(-size // _STEP) * _STEP, self._largest)
+        self._largest = capacity
         fresh = bytearray(capacity)
         self._make_room(capacity)
         if len(buffers) < self.max_buffers and self._pooled + capacity <= self.max_bytes:

@@ -50,6 +50,7 @@ from tributary.client.errors import (
     UnknownTopicOrPartitionError,
     error_for,
 )
+from tributary.client.wire.buffers import ReceiveBuffers
 from tributary.client.wire.connection import BrokerConnection, connect
 from tributary.client.wire.metadata import ClusterMetadata, TopicPartition
 from tributary.client.wire.versions import BrokerApiVersions
@@ -148,6 +149,8 @@ class Cluster:
         self._last_refresh_at = float("-inf")
         self._refresh_wanted = trio.Event()
         self._metadata_updated = trio.Event()
+        #: One pool of receive buffers for all the cluster's connections (client/wire/buffers.py).
+        self._buffers = ReceiveBuffers(max_bytes=self.config.response_buffer_pool_bytes)
 
     # --- lifetime ------------------------------------------------------------------------------
 
@@ -374,7 +377,9 @@ class Cluster:
             return conn
 
     async def _run_connection(self, broker: _Broker, *, task_status: trio.TaskStatus[BrokerConnection]) -> None:
-        async with connect(broker.host, broker.port, config=self.config, broker=broker.broker_id) as conn:
+        async with connect(
+            broker.host, broker.port, config=self.config, broker=broker.broker_id, buffers=self._buffers
+        ) as conn:
             task_status.started(conn)
             await conn.wait_closed()
             if conn.closed_reason != "was closed by the client":

@@ -161,7 +161,13 @@ class BrokerConnection:
     """A negotiated connection to one broker; made by :func:`connect`."""
 
     def __init__(
-        self, stream: trio.abc.Stream, *, config: ClientConfig, broker: int | str, address: str | None = None
+        self,
+        stream: trio.abc.Stream,
+        *,
+        config: ClientConfig,
+        broker: int | str,
+        address: str | None = None,
+        buffers: ReceiveBuffers | None = None,
     ) -> None:
         self._stream = stream
         #: The socket's descriptor for writes straight from the caller (plain TCP only; -1 otherwise).
@@ -183,8 +189,9 @@ class BrokerConnection:
         self._closed = trio.Event()
         self._cancel_tasks = trio.CancelScope()
         self._versions: BrokerApiVersions | None = None
-        #: Where large writable responses are received (made on first use).
-        self._buffers: ReceiveBuffers | None = None
+        #: Where large writable responses are received: the cluster's pool, shared by its
+        #: connections, or one of this connection's own, made on first use.
+        self._buffers = buffers
 
     # --- state ---------------------------------------------------------------------------------
 
@@ -583,7 +590,7 @@ class BrokerConnection:
         length = decoder.next_length()
         assert length is not None
         if self._buffers is None:
-            self._buffers = ReceiveBuffers()
+            self._buffers = ReceiveBuffers(max_bytes=self.config.response_buffer_pool_bytes)
         view = self._buffers.take(length)
         filled = decoder.move_incomplete(view)
         while filled < length:
@@ -681,7 +688,12 @@ async def _open_socket_stream(host: str, port: int, config: ClientConfig) -> tri
 
 @asynccontextmanager
 async def connect(
-    host: str, port: int, *, config: ClientConfig | None = None, broker: int | str | None = None
+    host: str,
+    port: int,
+    *,
+    config: ClientConfig | None = None,
+    broker: int | str | None = None,
+    buffers: ReceiveBuffers | None = None,
 ) -> AsyncIterator[BrokerConnection]:
     """Open and negotiate a connection to ``host:port``; it is closed when the block exits.
 
@@ -708,7 +720,7 @@ async def connect(
             f"cannot connect to broker {who}" + (f" ({address})" if who != address else "") + f": {reason}",
             broker=who,
         ) from None
-    async with open_on_stream(stream, config=config, broker=who, address=address) as conn:
+    async with open_on_stream(stream, config=config, broker=who, address=address, buffers=buffers) as conn:
         yield conn
 
 
@@ -734,12 +746,18 @@ def _tls_reason(exc: trio.BrokenResourceError) -> str:
 
 @asynccontextmanager
 async def open_on_stream(
-    stream: trio.abc.Stream, *, config: ClientConfig | None = None, broker: int | str = "?", address: str | None = None
+    stream: trio.abc.Stream,
+    *,
+    config: ClientConfig | None = None,
+    broker: int | str = "?",
+    address: str | None = None,
+    buffers: ReceiveBuffers | None = None,
 ) -> AsyncIterator[BrokerConnection]:
     """Run a connection over an already open stream (a TLS stream, a test's memory
-    stream); the stream is closed when the block exits."""
+    stream); the stream is closed when the block exits. ``buffers``: the pool its large
+    writable responses are received into (shared with other connections of one Trio run)."""
     config = config or ClientConfig()
-    conn = BrokerConnection(stream, config=config, broker=broker, address=address)
+    conn = BrokerConnection(stream, config=config, broker=broker, address=address, buffers=buffers)
     try:
         async with background_nursery() as nursery:
             nursery.start_soon(conn._run)

@@ -30,11 +30,23 @@ def test_a_buffer_is_used_again_once_its_last_view_is_gone() -> None:
 
 def test_the_smallest_free_buffer_that_fits_is_taken() -> None:
     pool = ReceiveBuffers()
-    big, small = pool.take(4 * MiB), pool.take(1 * MiB)
+    small, big = pool.take(1 * MiB), pool.take(4 * MiB)
     big_id, small_id = id(big.obj), id(small.obj)
     del big, small
     assert id(pool.take(900_000).obj) == small_id
     assert id(pool.take(2 * MiB).obj) == big_id
+
+
+def test_a_new_buffer_is_as_large_as_the_largest_response_so_far() -> None:
+    """Responses vary in size: a buffer made for a smaller one serves a larger one later."""
+    pool = ReceiveBuffers()
+    big = pool.take(4 * MiB)
+    small = pool.take(1 * MiB)
+    assert isinstance(small.obj, bytearray) and len(small.obj) == 4 * MiB
+    small_id = id(small.obj)
+    del small
+    assert id(pool.take(4 * MiB).obj) == small_id
+    assert len(big) == 4 * MiB
 
 
 def test_limits_are_kept_and_free_small_buffers_make_room() -> None:
