@@ -42,7 +42,8 @@ the results. Run from the repository root (about 3 minutes; ``--quick`` under
 a minute)::
 
     .venv/bin/python -m bench.bench_mirror [--quick] [--megabytes N] [--batch-kib 64,1024] [--rounds N]
-        [--copiers shallow,confluent,recompress] [--json] [--from-json FILE] [--keep] [--py-spy DIR]
+        [--copiers shallow,confluent,recompress] [--mirror-flags FLAGS] [--json] [--from-json FILE] [--keep]
+        [--py-spy DIR]
 
 Progress goes to stderr.
 """
@@ -54,6 +55,7 @@ import functools
 import importlib.metadata
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -105,6 +107,8 @@ class Sizes:
     latency_rate: int  # records per second
     latency_seconds: float
     copiers: tuple[str, ...] = COPIERS
+    #: Extra command-line flags for the shallow mirror (``--mirror-flags``), as given.
+    mirror_flags: tuple[str, ...] = ()
 
     @staticmethod
     def pick(args: argparse.Namespace) -> Sizes:
@@ -118,6 +122,7 @@ class Sizes:
             latency_rate=base.latency_rate,
             latency_seconds=base.latency_seconds,
             copiers=args.copiers or COPIERS,
+            mirror_flags=tuple(shlex.split(args.mirror_flags)),
         )
 
 
@@ -229,9 +234,11 @@ def compressed_bytes(bootstrap: str, topic: str) -> tuple[int, int]:
 # --- the shallow mirror -------------------------------------------------------------------------
 
 
-def shallow_copy(root: Path, source: str, target: str, src: SourceTopic, alias: str, *, spy: Path | None) -> Copy:
-    """``tributary mirror`` copies ``src`` whole into ``<alias>.<topic>``."""
-    mirror = MirrorDaemon(root / f"mirror-{alias}", source, target, alias, src.topic).start()
+def shallow_copy(  # noqa: PLR0917 (one call site, in _copy)
+    root: Path, source: str, target: str, src: SourceTopic, alias: str, flags: Sequence[str], *, spy: Path | None
+) -> Copy:
+    """``tributary mirror`` (with ``flags``) copies ``src`` whole into ``<alias>.<topic>``."""
+    mirror = MirrorDaemon(root / f"mirror-{alias}", source, target, alias, src.topic, extra=flags).start()
     sampler = PySpy(mirror.pid, spy) if spy is not None else None
     dest = f"{alias}.{src.topic}"
     try:
@@ -475,7 +482,7 @@ def run(sizes: Sizes, root: Path, spy: Path | None) -> dict[str, Any]:
                 for who in order:
                     log(f"round {round_no}, {src.topic}: {who} copy")
                     output = spy / f"{who}-{src.topic}.txt" if spy is not None and round_no == 1 else None
-                    copy = _copy(who, root, source.bootstrap, target.bootstrap, src, round_no, output)
+                    copy = _copy(who, root, source.bootstrap, target.bootstrap, src, round_no, output, sizes)
                     if output is not None:
                         hot_spots[f"{who} copier, {src.topic}"] = collapsed_summary(output)
                     log(f"  {copy.mb_per_s:.1f} MB/s, {copy.records_per_s:,.0f} records/s, "
@@ -492,10 +499,11 @@ def run(sizes: Sizes, root: Path, spy: Path | None) -> dict[str, Any]:
 
 
 def _copy(  # noqa: PLR0917 (one call site, in run)
-    who: str, root: Path, source: str, target: str, src: SourceTopic, round_no: int, spy: Path | None
+    who: str, root: Path, source: str, target: str, src: SourceTopic, round_no: int, spy: Path | None, sizes: Sizes
 ) -> Copy:
     if who == "shallow":
-        return shallow_copy(root, source, target, src, f"r{round_no}-{src.batch_kib}k", spy=spy)
+        alias = f"r{round_no}-{src.batch_kib}k"
+        return shallow_copy(root, source, target, src, alias, sizes.mirror_flags, spy=spy)
     if who == "confluent":
         return confluent_copy(root, source, target, src, f"cf{round_no}.{src.topic}", spy=spy)
     return recompress_copy(root, source, target, src, f"mm{round_no}.{src.topic}", spy=spy)
@@ -543,6 +551,11 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         "Mirror: shallow (tributary mirror) vs decompress-and-recompress copiers (confluent-kafka; this client)",
         _machine_line(result["machine"]),
+        *(
+            [f"shallow mirror flags: {' '.join(result['sizes']['mirror_flags'])}"]
+            if result.get("sizes", {}).get("mirror_flags")
+            else []
+        ),
         *(
             f"{src.topic}: {src.records:,} records, {src.records * VALUE_SIZE / 1e6:,.0f} MB of 1 KiB JSON values in "
             f"{src.batches:,} zstd batches of {src.compressed_bytes / src.batches / 1e3:,.1f} kB, "
@@ -606,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return copy_loop_main(argv[1:])
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="5 MB, one round, 2 s of latency: a smoke run")
-    parser.add_argument("--megabytes", type=int, default=None, help="MB of values in the source (default 300)")
+    parser.add_argument("--megabytes", type=int, default=None, help="MB of values in each source topic (default 200)")
     parser.add_argument("--rounds", type=int, default=None, help="copies per contender (default 2)")
     parser.add_argument(
         "--batch-kib",
@@ -619,6 +632,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=lambda text: tuple(text.split(",")),
         default=None,
         help=f"which copiers run (default {','.join(COPIERS)})",
+    )
+    parser.add_argument(
+        "--mirror-flags",
+        default="",
+        help="extra flags for the shallow mirror, e.g. '--max-inflight-batches-per-partition 5'",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     common.add_process_arguments(parser, "sample the first round's copiers")
