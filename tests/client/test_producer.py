@@ -30,6 +30,7 @@ from tributary.client.errors import (
     MessageTooLargeError,
     UnknownTopicOrPartitionError,
 )
+from tributary.client.producer import accumulator
 from tributary.client.producer.accumulator import RECORD_OVERHEAD
 from tributary.client.producer.config import ProducerConfig, split_settings
 from tributary.client.producer.errors import DeliveryTimeoutError, ProducerClosedError
@@ -373,19 +374,19 @@ async def test_a_batch_that_cannot_be_built_fails_alone(
     shared_cluster: Brokers, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic = topic_name("p-build")
-    build = BatchBuilder.build
+    finish = accumulator.finish_batch  # what finishes (compresses) a producer's batch
     calls = 0
 
-    def fail_first(self: BatchBuilder) -> bytes:
+    def fail_first(*args: Any, **options: Any) -> bytes:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise CodecUnavailableError("zstd", "zstandard")
-        return build(self)
+        return finish(*args, **options)
 
     async with Producer(shared_cluster.bootstrap) as producer:
         await Admin(producer.cluster).create_topic(topic, 1)
-        monkeypatch.setattr(BatchBuilder, "build", fail_first)
+        monkeypatch.setattr(accumulator, "finish_batch", fail_first)
         with pytest.raises(CodecUnavailableError):
             await producer.send(topic, b"lost", partition=0)
         after = await producer.send(topic, b"kept", partition=0)
