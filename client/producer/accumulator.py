@@ -39,7 +39,7 @@ from tributary.protocol.records import (
     NO_SEQUENCE,
     Payload,
     append_record,
-    append_record_compiled,
+    append_record_at,
     finish_batch,
 )
 
@@ -52,7 +52,7 @@ RECORD_OVERHEAD = 10
 #: Bytes counted per header on top of its name and value (their lengths).
 HEADER_OVERHEAD = 3
 _SEQUENCE_MODULUS = 2**31
-_append_compiled = append_record_compiled
+_append_at = append_record_at
 
 
 class ProducerBatch:
@@ -351,23 +351,23 @@ class RecordAccumulator:
             batch = queue.open
             if batch is None or batch.fill + size > batch_bytes:
                 batch = self._open(queue)
-        if timestamp is None:
-            timestamp = _time_ns() // 1_000_000
         # The record is encoded here, into the batch's buffer (what BatchBuilder.append does,
         # without a call and an object in between): its offset delta is its index in the
-        # batch, its timestamp a delta from the first record's.
+        # batch, its timestamp (now, unless given) a delta from the first record's.
         index = batch.record_count
-        delta = timestamp - batch.base_timestamp if index else 0
         records = batch.records
         assert records is not None
         try:
-            if headers or _append_compiled is None:
-                append_record(records, key, value, headers, delta, index)
+            if headers or _append_at is None:
+                if timestamp is None:
+                    timestamp = _time_ns() // 1_000_000
+                append_record(records, key, value, headers, timestamp - batch.base_timestamp if index else 0, index)
             else:
                 try:
-                    _append_compiled(records, key, value, delta, index)
-                except OverflowError:  # a delta beyond 64 bits: the Python encoder says what is wrong
-                    append_record(records, key, value, headers, delta, index)
+                    timestamp = _append_at(records, key, value, timestamp, batch.base_timestamp, index)
+                except OverflowError:  # beyond 64 bits: the Python encoder says what is wrong
+                    assert timestamp is not None
+                    append_record(records, key, value, headers, timestamp - batch.base_timestamp if index else 0, index)
         except TypeError:
             if not index:
                 self._discard(queue, batch)

@@ -41,7 +41,7 @@ from tributary.protocol.records.builder import (
     BatchBuilder,
     Payload,
     append_record,
-    append_record_compiled,
+    append_record_at,
     build_batch,
     finish_batch,
 )
@@ -107,7 +107,7 @@ __all__ = [
     "Payload",
     "Record",
     "append_record",
-    "append_record_compiled",
+    "append_record_at",
     "build_batch",
     "build_marker_batch",
     "check_records",

@@ -88,13 +88,18 @@ def _append_record_python(  # noqa: PLR0917 (the signature of the compiled one, 
     records += record
 
 
-#: The compiled encoder of a record without headers (``_speedups.c``), or None where it was not
-#: built: ``append_record_compiled(records, key, value, timestamp_delta, offset_delta)`` writes
-#: one record at the end of the bytearray ``records``; anything but a buffer or None as key or
-#: value raises TypeError, a delta beyond 64 bits OverflowError, and ``records`` is left as it
-#: was. A producer's hot path calls it directly (``client/producer/accumulator.py``) and
-#: :func:`append_record` otherwise.
-append_record_compiled = _append_record = SPEEDUPS.append_record if SPEEDUPS is not None else None
+# The compiled encoder of a record without headers (``_speedups.c``), or None.
+_append_record = SPEEDUPS.append_record if SPEEDUPS is not None else None
+
+#: The producer's per-record encoder, compiled (``_speedups.c``), or None where it was not built:
+#: ``append_record_at(records, key, value, timestamp, base_timestamp, offset_delta)`` writes a
+#: record without headers at the end of the bytearray ``records``, its timestamp delta taken from
+#: ``base_timestamp`` (0 for offset delta 0), ``timestamp`` ms since the epoch or None for now,
+#: and returns the timestamp it used. A key or value of another type than a buffer or None
+#: raises TypeError, a timestamp or delta beyond 64 bits OverflowError, and ``records`` is then
+#: left as it was. ``client/producer/accumulator.py`` calls it per record, and
+#: :func:`append_record` for what it does not take (headers).
+append_record_at = getattr(SPEEDUPS, "append_record_at", None)  # None too from an older build
 
 
 def append_record(  # noqa: PLR0917 (the compiled encoder's signature, plus headers)
