@@ -1,13 +1,16 @@
 /*
- * The two per-record loops of the v2 record format, compiled: the broker's walk that checks a
- * batch's records against its header before an append (validate.py) and the consumer's decode
- * into Record objects (codec.py). Each does what the pure-Python loop beside it does, to the
- * same accept/refuse decision; tests/protocol/test_speedups.py holds them to each other on
- * hypothesis-made and mutated batches. Python falls back to its own loops when this module is
+ * The per-record loops of the v2 record format, compiled: the broker's walk that checks a
+ * batch's records against its header before an append (validate.py), the consumer's decode
+ * into Record objects (codec.py), and the producer's encode of a record (append_record for
+ * builder.py, append_record_at for the producer's accumulator, client/producer/accumulator.py).
+ * Each does what the pure-Python loop beside it does, to the same accept/refuse decision and
+ * the same bytes; tests/protocol/test_speedups.py holds them to each other on hypothesis-made
+ * and mutated batches. Python falls back to its own loops when this module is
  * not built (no compiler) or TRIBUTARY_NO_SPEEDUPS is set.
  *
  * Every read is bounded: by the record's end once its length is known, by the chunk's end
- * before. Nothing here allocates per record except the decoded Record and its fields.
+ * before. Nothing here allocates per record except the decoded Record and its fields, and the
+ * timestamp append_record_at returns.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
