@@ -10,9 +10,11 @@ sealing. ``coroutine`` is the floor any ``await`` of an ``async def`` with ``enq
 signature pays; ``loop`` the benchmark's own loop. Figures are the best and the median of
 ``--repeat`` runs of ``--records`` records, in ns per record (``time.process_time``).
 
-Run from the repository root (a few seconds)::
+The last line puts ``enqueue`` and ``append`` beside the ``await`` of the empty coroutine, the
+floor measured in the same run. Run from the repository root (a few seconds; ``--quick``,
+10,000 records once, a smoke run)::
 
-    .venv/bin/python -m bench.bench_enqueue [--records N] [--repeat N] [--size BYTES] [--keyed]
+    .venv/bin/python -m bench.bench_enqueue [--quick] [--records N] [--repeat N] [--size BYTES] [--keyed]
 
 To compare two commits, run it from each checkout in turn, alternating (the file reaches
 only the producer's and the cluster's attributes it names below).
@@ -111,15 +113,27 @@ async def _run(args: argparse.Namespace) -> dict[str, list[float]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=200_000, help="records per run (default 200,000)")
-    parser.add_argument("--repeat", type=int, default=7, help="runs (default 7)")
+    parser.add_argument("--quick", action="store_true", help="10,000 records, one run: a smoke run")
+    parser.add_argument("--records", type=int, default=None, help="records per run (default 200,000)")
+    parser.add_argument("--repeat", type=int, default=None, help="runs (default 7)")
     parser.add_argument("--size", type=int, default=200, help="value size in bytes (default 200)")
     parser.add_argument("--keyed", action="store_true", help="records with keys (murmur2 partitioner)")
     args = parser.parse_args(argv)
+    if args.records is None:
+        args.records = CHUNK * 5 if args.quick else 200_000
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 7
+    if args.records < CHUNK or args.records % CHUNK or args.repeat < 1:
+        parser.error(f"--records must be a multiple of {CHUNK:,}, --repeat at least 1")
     results = trio.run(_run, args)
     print(f"{args.size}-byte values{', keyed' if args.keyed else ''}; ns per record, best and median of {args.repeat}")
     for name, samples in results.items():
         print(f"  {name:<10} {min(samples):6.0f} {statistics.median(samples):6.0f}")
+    floor = min(results["coroutine"])
+    print(
+        f"ratio to an empty coroutine's await: enqueue {min(results['enqueue']) / floor:.2f}x, "
+        f"append {min(results['append']) / floor:.2f}x"
+    )
     return 0
 
 
