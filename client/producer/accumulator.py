@@ -31,7 +31,17 @@ import trio
 from tributary.client.producer.config import ProducerConfig
 from tributary.client.producer.partitioner import KeyedPartitioner, StickyPartitioner
 from tributary.client.wire.metadata import TopicPartition
-from tributary.protocol.records import HEADER_SIZE, BatchBuilder, Payload
+from tributary.protocol.compression import Compression
+from tributary.protocol.records import (
+    HEADER_SIZE,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    Payload,
+    append_record,
+    append_record_at,
+    finish_batch,
+)
 
 #: Bytes counted per record on top of its key, value and headers: its length,
 #: attributes, timestamp and offset deltas, key and value lengths and header
@@ -42,20 +52,22 @@ RECORD_OVERHEAD = 10
 #: Bytes counted per header on top of its name and value (their lengths).
 HEADER_OVERHEAD = 3
 _SEQUENCE_MODULUS = 2**31
-_new_handle = object.__new__
+_append_at = append_record_at
 
 
 class ProducerBatch:
-    """One batch of one partition, from its first record to its answer."""
+    """One batch of one partition, from its first record to its answer.
+
+    Its records are encoded by :meth:`RecordAccumulator.append` straight into ``records`` (no
+    builder object in between: the per-record path is the producer's hot one), and the batch is
+    finished (compressed, numbered, its header put in front) when taken for sending."""
 
     __slots__ = (
-        "_count",
-        "append",
         "attempts",
         "base_offset",
         "base_sequence",
+        "base_timestamp",
         "broker",
-        "builder",
         "created",
         "data",
         "deadline",
@@ -64,20 +76,25 @@ class ProducerBatch:
         "fill",
         "last_error",
         "log_append_time",
+        "max_timestamp",
         "queue",
+        "record_count",
+        "records",
     )
 
-    def __init__(self, queue: PartitionQueue, builder: BatchBuilder, created: float, deadline: float) -> None:
+    def __init__(self, queue: PartitionQueue, created: float, deadline: float) -> None:
         self.queue = queue
-        self.builder: BatchBuilder | None = builder
-        #: The builder's append, looked up once per batch rather than per record.
-        self.append = builder.append
+        #: The encoded records, back to back, until the batch is built (then None).
+        self.records: bytearray | None = bytearray()
+        self.record_count = 0
+        #: The first record's timestamp (the others' are deltas from it) and the latest.
+        self.base_timestamp = 0
+        self.max_timestamp = 0
         self.created = created
         self.deadline = deadline
         #: The batch's estimated size: its header plus its records' reserved
         #: bytes (what it holds of the buffer is ``fill - HEADER_SIZE``).
         self.fill = HEADER_SIZE
-        self._count = 0
         #: The built (compressed, numbered) batch, once taken for sending.
         self.data: bytes | None = None
         self.base_sequence = -1
@@ -89,11 +106,6 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
-
-    @property
-    def record_count(self) -> int:
-        builder = self.builder
-        return builder.record_count if builder is not None else self._count
 
     @property
     def reserved(self) -> int:
@@ -111,14 +123,17 @@ class ProducerBatch:
     def last_sequence(self) -> int:
         return (self.base_sequence + self.record_count - 1) % _SEQUENCE_MODULUS
 
-    def build(self) -> None:
-        """Compress and finish the batch (numbered beforehand, if at all); the
-        builder and its uncompressed records are let go."""
-        builder = self.builder
-        assert builder is not None
-        self._count = builder.record_count
-        self.data = builder.build()
-        self.builder = None
+    def build(self, codec: Compression, level: int | None, producer_id: int, epoch: int, base_sequence: int) -> None:
+        """Compress and finish the batch (numbered, if ``producer_id`` is not -1); its
+        uncompressed records are let go."""
+        records = self.records
+        assert records is not None
+        self.data = finish_batch(
+            records, self.record_count, self.base_timestamp, self.max_timestamp,
+            compression=codec, compression_level=level,
+            producer_id=producer_id, producer_epoch=epoch, base_sequence=base_sequence,
+        )  # fmt: skip
+        self.records = None
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.queue.tp} records={self.record_count} seq={self.base_sequence}>"
@@ -138,14 +153,15 @@ class RecordMetadata(NamedTuple):
 class RecordHandle:
     """A record that was sent: ``await handle`` (or ``handle.wait()``) for its
     :class:`RecordMetadata`; ``done()`` and ``result()`` look without waiting.
-    A failed record raises its batch's error."""
+    A failed record raises its batch's error. Handles are made by the producer, one per record
+    (:meth:`RecordAccumulator.append`): the class has no ``__init__``, so that making one is a
+    bare ``RecordHandle()`` and three slots set."""
 
     __slots__ = ("_batch", "_index", "_timestamp")
 
-    def __init__(self, batch: ProducerBatch, index: int, timestamp: int) -> None:
-        self._batch = batch
-        self._index = index
-        self._timestamp = timestamp
+    _batch: ProducerBatch
+    _index: int
+    _timestamp: int
 
     @property
     def topic(self) -> str:
@@ -265,7 +281,7 @@ class RecordAccumulator:
         self._batch_bytes = config.batch_bytes
         self._linger = config.linger_ms / 1000
         self._delivery_timeout = config.delivery_timeout_ms / 1000
-        self._codec = config.codec
+        self._codec = Compression(config.codec)
         self._level = config.compression_level
         #: Told of each new batch (its linger starts) and each sealed one (it is ready).
         self._on_open = on_open
@@ -302,7 +318,7 @@ class RecordAccumulator:
 
     # --- appending ---------------------------------------------------------------------------
 
-    def append(  # noqa: PLR0917 (the hot path: positional arguments are the cheapest)
+    def append(  # noqa: PLR0912, PLR0915, PLR0917 (the hot path: one function, positional arguments)
         self,
         topic: TopicQueues,
         partition: int | None,
@@ -335,23 +351,42 @@ class RecordAccumulator:
             batch = queue.open
             if batch is None or batch.fill + size > batch_bytes:
                 batch = self._open(queue)
-        if timestamp is None:
-            timestamp = _time_ns() // 1_000_000
+        # The record is encoded here, into the batch's buffer (what BatchBuilder.append does,
+        # without a call and an object in between): its offset delta is its index in the
+        # batch, its timestamp (now, unless given) a delta from the first record's.
+        index = batch.record_count
+        records = batch.records
+        assert records is not None
         try:
-            index = batch.append(key, value, headers, timestamp)
+            if headers or _append_at is None:
+                if timestamp is None:
+                    timestamp = _time_ns() // 1_000_000
+                append_record(records, key, value, headers, timestamp - batch.base_timestamp if index else 0, index)
+            else:
+                try:
+                    timestamp = _append_at(records, key, value, timestamp, batch.base_timestamp, index)
+                except OverflowError:  # beyond 64 bits: the Python encoder says what is wrong
+                    assert timestamp is not None
+                    append_record(records, key, value, headers, timestamp - batch.base_timestamp if index else 0, index)
         except TypeError:
-            if not batch.record_count:
+            if not index:
                 self._discard(queue, batch)
             raise TypeError(
                 "keys, values and header values must be bytes, bytearray, memoryview or None; "
                 f"header names str: got key {type(key).__name__}, value {type(value).__name__}"
             ) from None
+        # Only once the record is in: a refused one leaves the batch as it was.
+        batch.record_count = index + 1
+        if not index:
+            batch.base_timestamp = batch.max_timestamp = timestamp
+        elif timestamp > batch.max_timestamp:
+            batch.max_timestamp = timestamp
         fill = batch.fill = batch.fill + size
         self.buffer_used += size
         if fill + size > batch_bytes:
             self._seal(queue)  # full: the next record like this one would not fit
-        # The handle's slots set directly: a third cheaper than calling its __init__.
-        handle = _new_handle(RecordHandle)
+        # The handle's slots set here: RecordHandle has no __init__ to call.
+        handle = RecordHandle()
         handle._batch = batch
         handle._index = index
         handle._timestamp = timestamp
@@ -362,8 +397,7 @@ class RecordAccumulator:
         if queue.open is not None:
             self._seal(queue)
         now = trio.current_time()
-        builder = BatchBuilder(self._codec, compression_level=self._level)
-        batch = ProducerBatch(queue, builder, now, now + self._delivery_timeout)
+        batch = ProducerBatch(queue, now, now + self._delivery_timeout)
         queue.open = batch
         self.incomplete.add(batch)
         self.active.add(queue)
@@ -407,16 +441,14 @@ class RecordAccumulator:
                     return None
                 batch = lingering
                 queue.open = None
-            builder = batch.builder
-            if builder is None:
+            if batch.records is None:
                 return batch  # built and numbered before: a retry
             numbered = queue.producer_id >= 0
-            if numbered:
-                builder.producer_id = queue.producer_id
-                builder.producer_epoch = queue.producer_epoch
-                builder.base_sequence = queue.next_sequence
             try:
-                batch.build()
+                if numbered:
+                    batch.build(self._codec, self._level, queue.producer_id, queue.producer_epoch, queue.next_sequence)
+                else:
+                    batch.build(self._codec, self._level, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE)
             except Exception as exc:
                 self.complete(batch, exc)
                 continue

@@ -48,19 +48,18 @@ from typing import NamedTuple
 
 import trio
 
-from tributary.client.errors import KafkaError, KafkaProtocolError
+from tributary.client.errors import KafkaError
 from tributary.client.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator
 from tributary.client.producer.config import ACKS_NONE, ProducerConfig
 from tributary.client.producer.errors import DeliveryTimeoutError
 from tributary.client.producer.idempotence import SEQUENCE_MODULUS, init_producer_id, restamp
-from tributary.client.raw.batches import ProduceResult, parse_produce_response, produce_results
-from tributary.client.raw.wire import PRODUCE_VERSIONS, decode_produce_response, encode_produce_request
+from tributary.client.raw.batches import ProduceResult, parse_produce_response
+from tributary.client.raw.client import start_produce
 from tributary.client.wire.cluster import Cluster
-from tributary.client.wire.connection import BrokerConnection, Encoder
+from tributary.client.wire.connection import BrokerConnection
 from tributary.client.wire.metadata import TopicPartition
 from tributary.protocol.error_codes import ErrorCode
-from tributary.protocol.errors import ProtocolError
-from tributary.protocol.messages import ApiKey, ProduceRequest, ProduceResponse
+from tributary.protocol.messages import ProduceRequest, ProduceResponse
 
 log = logging.getLogger(__name__)
 
@@ -227,75 +226,32 @@ class Sender:
     def _dispatch(self, broker: int, batches: list[ProducerBatch]) -> None:
         assert self._nursery is not None
         previous = self._last.get(broker)
+        mine = self._last[broker] = _Turn(trio.Event(), trio.Event())
         conn = self._connections.get(broker)
+        # Started from here and settled by callback from the connection's reader, no task
+        # of its own (see _answered); unless it cannot start at once (acks=0, the connection
+        # closed or without a free slot): then a task of its own waits for one or reconnects.
         if (
             conn is not None
-            and not conn.closed
-            and self._acks != ACKS_NONE
             and (previous is None or previous.queued.is_set())
-        ):
-            # Started from here and settled by callback from the connection's reader: no
-            # task of its own (see _answered).
-            mine = _Turn(trio.Event(), trio.Event())
-            version = conn.api_version(ApiKey.PRODUCE)
-            answered = functools.partial(
-                self._answered, broker=broker, batches=batches, conn=conn, version=version, previous=previous, mine=mine
+            and start_produce(
+                conn, _batch_data(batches), functools.partial(self._answered, broker, batches, previous, mine),
+                acks=self._acks, timeout_ms=self._timeout_ms, timeout=self._request_timeout,
             )
-            body: ProduceRequest | Encoder
-            if version in PRODUCE_VERSIONS:  # written and read by the raw client's wire code: no message objects
-                data = _batch_data(batches)
-                client_id, acks, timeout_ms = conn.config.client_id, self._acks, self._timeout_ms
-
-                def body(correlation_id: int) -> bytes:
-                    return encode_produce_request(
-                        version, correlation_id, client_id, data, acks=acks, timeout_ms=timeout_ms
-                    )
-
-            else:
-                body = self._produce_request(batches)
-            try:
-                conn.start(ApiKey.PRODUCE, version, body, answered, timeout=self._request_timeout)
-            except (trio.WouldBlock, KafkaError):
-                pass  # no free slot, or closed: a task of its own waits for one or reconnects
-            else:
-                mine.queued.set()
-                self._last[broker] = mine
-                return
-        mine = _Turn(trio.Event(), trio.Event())
-        self._last[broker] = mine
+        ):  # fmt: skip
+            mine.queued.set()
+            return
         self._nursery.start_soon(self._request, broker, batches, previous or _done(), mine)
 
     def _answered(
         self,
-        answer: bytes | KafkaError,
-        *,
         broker: int,
         batches: list[ProducerBatch],
-        conn: BrokerConnection,
-        version: int,
         previous: _Turn | None,
         mine: _Turn,
+        outcome: _Results | KafkaError,
     ) -> None:
         """A request started by :meth:`_dispatch` is answered (in the connection's reader)."""
-        outcome: _Results | KafkaError
-        if isinstance(answer, KafkaError):
-            outcome = answer
-        else:
-            try:
-                if version in PRODUCE_VERSIONS:
-                    try:
-                        _, answers = decode_produce_response(version, answer)
-                    except ProtocolError as exc:
-                        raise KafkaProtocolError(
-                            f"malformed PRODUCE v{version} response from broker {broker}: {exc}", broker=broker
-                        ) from exc
-                    outcome = produce_results(answers, _batch_data(batches), broker)
-                else:
-                    outcome = parse_produce_response(
-                        conn.decode(ApiKey.PRODUCE, version, answer), _batch_data(batches), broker
-                    )
-            except KafkaError as exc:
-                outcome = exc
         if isinstance(outcome, KafkaError):
             self.cluster.note_error(outcome)
         if previous is None or previous.settled.is_set():

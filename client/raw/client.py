@@ -258,42 +258,23 @@ class RawClient:
         timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
         timeout: float | None = None,
     ) -> bool:
-        """:meth:`produce` (acks=all) on an open connection without waiting: the request takes
-        its place in the connection's send order before this returns, and ``on_results`` gets
-        the results per partition once it is answered (from the connection's reader task; see
-        :meth:`BrokerConnection.start`). False, and nothing sent, when that cannot be done
-        here and now (the connection is closed or has no free slot, or the broker wants a
-        Produce version the fast path does not write): then :meth:`produce` is the way."""
-        version = conn.api_version(ApiKey.PRODUCE)
-        if version not in PRODUCE_VERSIONS or conn.closed:
-            return False
-        broker_id = conn.broker
-        client_id = conn.config.client_id
+        """:meth:`produce` (acks=all) on an open connection without waiting (:func:`start_produce`):
+        ``on_results`` gets the results per partition once it is answered, from the connection's
+        reader task. False, and nothing sent, when that cannot be done here and now (the
+        connection is closed or has no free slot, or the broker wants a Produce version the
+        fast path does not write): then :meth:`produce` is the way."""
         if timeout is None:
             timeout = self.cluster.config.request_timeout + timeout_ms / 1000
+        cluster = self.cluster
 
-        def encode(correlation_id: int) -> bytes:
-            return encode_produce_request(
-                version, correlation_id, client_id, batches, acks=-1, timeout_ms=timeout_ms, transactional_id=None
-            )
+        def answered(outcome: dict[TopicPartition, ProduceResult | KafkaError] | KafkaError) -> None:
+            if isinstance(outcome, KafkaError):
+                cluster.note_error(outcome)
+                on_results(dict.fromkeys(batches, outcome))
+            else:
+                on_results(self._noted(outcome))
 
-        def answered(answer: bytes | KafkaError) -> None:
-            if not isinstance(answer, KafkaError):
-                try:
-                    _, answers = _decoded(decode_produce_response, version, answer, "Produce", broker_id)
-                except KafkaError as exc:
-                    answer = exc
-                else:
-                    on_results(self._noted(produce_results(answers, batches, broker_id)))
-                    return
-            self.cluster.note_error(answer)
-            on_results(dict.fromkeys(batches, answer))
-
-        try:
-            conn.start(ApiKey.PRODUCE, version, encode, answered, timeout=timeout)
-        except (trio.WouldBlock, KafkaError):
-            return False
-        return True
+        return start_produce(conn, batches, answered, acks=-1, timeout_ms=timeout_ms, timeout=timeout)
 
     async def produce_partition(
         self,
@@ -316,4 +297,58 @@ class RawClient:
         return result
 
 
-__all__ = ["DEFAULT_PRODUCE_TIMEOUT_MS", "RawClient"]
+def start_produce(
+    conn: BrokerConnection,
+    batches: Mapping[TopicPartition, BytesLike],
+    on_answer: Callable[[dict[TopicPartition, ProduceResult | KafkaError] | KafkaError], object],
+    *,
+    acks: int,
+    timeout_ms: int,
+    timeout: float,
+    transactional_id: str | None = None,
+) -> bool:
+    """One Produce of ``batches`` (one record batch per partition, sent byte for byte) on an
+    open connection, without waiting: the request takes its place in the connection's send order
+    before this returns, and ``on_answer`` gets, from the connection's reader task (see
+    :meth:`BrokerConnection.start`), either each partition's result or error, or the one
+    :class:`KafkaError` that ended the whole request (the connection lost, no answer in
+    ``timeout`` seconds, a malformed answer). It must not block or raise. Partition errors are
+    left for the caller to report to the cluster.
+
+    False, and nothing sent, when that cannot be done here and now: the connection is closed
+    or has no free in-flight slot, the broker wants a Produce version the raw wire code does not
+    write (``PRODUCE_VERSIONS``), or ``acks`` is 0 (no answer to settle by). Both the producer's
+    sender and :meth:`RawClient.start_produce` (the mirror) send through here."""
+    if acks == 0 or conn.closed:
+        return False
+    version = conn.api_version(ApiKey.PRODUCE)
+    if version not in PRODUCE_VERSIONS:
+        return False
+    broker_id = conn.broker
+    client_id = conn.config.client_id
+
+    def encode(correlation_id: int) -> bytes:
+        return encode_produce_request(
+            version, correlation_id, client_id, batches,
+            acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
+        )  # fmt: skip
+
+    def answered(answer: bytes | KafkaError) -> None:
+        if isinstance(answer, KafkaError):
+            on_answer(answer)
+            return
+        try:
+            _, answers = _decoded(decode_produce_response, version, answer, "Produce", broker_id)
+        except KafkaError as exc:
+            on_answer(exc)
+            return
+        on_answer(produce_results(answers, batches, broker_id))
+
+    try:
+        conn.start(ApiKey.PRODUCE, version, encode, answered, timeout=timeout)
+    except (trio.WouldBlock, KafkaError):
+        return False
+    return True
+
+
+__all__ = ["DEFAULT_PRODUCE_TIMEOUT_MS", "RawClient", "start_produce"]

@@ -51,7 +51,10 @@ _I32 = struct.Struct(">i")
 _REQUEST_HEADER = struct.Struct(">ihhi")  # frame length, api key, version, correlation id
 _PRODUCE_FIELDS = struct.Struct(">hi")  # acks, timeout_ms
 _PARTITION_RECORDS = struct.Struct(">ii")  # partition, records length
+_I32_I32 = struct.Struct(">ii")
 _PRODUCED = struct.Struct(">ihqq")  # partition, error code, base offset, log append time
+_PRODUCED_V5 = struct.Struct(">ihqqq")  # the same and the log start offset (v5+)
+_NO_RECORD_ERRORS = struct.Struct(">ih")  # v8+: record errors (0 of them), error message (-1: null)
 _FETCHED_V4 = struct.Struct(">ihqq")  # partition, error code, high watermark, last stable offset
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
 _I64 = struct.Struct(">q")
@@ -166,31 +169,63 @@ class PartitionProduced(NamedTuple):
 
 
 def decode_produce_response(version: int, frame: BytesLike) -> tuple[int, list[PartitionProduced]]:
-    """(correlation id, each partition's answer) of a Produce response frame (header v0 first)."""
+    """(correlation id, each partition's answer) of a Produce response frame (header v0 first).
+
+    Read with :mod:`struct` directly rather than through :class:`_Reader`: a produce answer is
+    read once per request the producer and the mirror send, most often one topic and one
+    partition, and the reader's calls were most of its cost."""
     if version not in PRODUCE_VERSIONS:
         raise ValueError(f"Produce v{version} is not read here")
-    r = _Reader(frame)
-    correlation_id = r.int32()
+    end = len(frame)
+    layout = _PRODUCED_V5 if version >= 5 else _PRODUCED
+    size = layout.size
     answers: list[PartitionProduced] = []
-    for _ in range(r.count("topics", 6)):
-        topic = r.string("topic name")
-        for _ in range(r.count("partitions", _PRODUCED.size)):
-            partition, error_code, base_offset, append_time = r.fixed(_PRODUCED)
-            log_start_offset = r.int64() if version >= 5 else -1
-            record_errors: tuple[tuple[int, str | None], ...] = ()
-            message = None
-            if version >= 8:
-                record_errors = tuple(
-                    (r.int32(), r.nullable_string("record error")) for _ in range(r.count("record errors", 6))
+    try:
+        correlation_id, topic_count = _I32_I32.unpack_from(frame, 0)
+        pos = 8
+        _check_count("topics", topic_count, 6, pos, end)
+        for _ in range(topic_count):
+            (n,) = _I16.unpack_from(frame, pos)
+            pos += 2
+            if n < 0:
+                raise ProtocolError("topic name is null")
+            if pos + n > end:
+                raise ProtocolError(f"topic name of {n} bytes at offset {pos} does not fit the response")
+            topic = str(frame[pos : pos + n], "utf-8", "replace")
+            (count,) = _I32.unpack_from(frame, pos + n)
+            pos += n + 4
+            _check_count("partitions", count, size, pos, end)
+            for _ in range(count):
+                fields = layout.unpack_from(frame, pos)
+                pos += size
+                log_start_offset = fields[4] if version >= 5 else -1
+                record_errors: tuple[tuple[int, str | None], ...] = ()
+                message = None
+                if version >= 8 and _NO_RECORD_ERRORS.unpack_from(frame, pos) == (0, -1):
+                    pos += _NO_RECORD_ERRORS.size  # no record errors, no message: the usual answer
+                elif version >= 8:
+                    r = _Reader(frame)
+                    r.pos = pos
+                    record_errors = tuple(
+                        (r.int32(), r.nullable_string("record error")) for _ in range(r.count("record errors", 6))
+                    )
+                    message = r.nullable_string("error message")
+                    pos = r.pos
+                answers.append(
+                    PartitionProduced(
+                        topic, fields[0], fields[1], fields[2], fields[3], log_start_offset, message, record_errors
+                    )
                 )
-                message = r.nullable_string("error message")
-            answers.append(
-                PartitionProduced(
-                    topic, partition, error_code, base_offset, append_time, log_start_offset, message, record_errors
-                )
-            )
-    r.int32()  # throttle time: read, so that a frame cut short is refused
+        _I32.unpack_from(frame, pos)  # throttle time: read, so that a frame cut short is refused
+    except struct.error as exc:  # fewer bytes than a fixed field needs
+        raise ProtocolError(f"truncated response: {exc}") from None
     return correlation_id, answers
+
+
+def _check_count(what: str, n: int, item_size: int, pos: int, end: int) -> None:
+    """An array's length (-1 for null), refused when its items cannot fit in what is left."""
+    if n < -1 or n * item_size > end - pos:
+        raise ProtocolError(f"{what} of {n} items at offset {pos - 4} does not fit the response")
 
 
 class PartitionFetched(NamedTuple):

@@ -138,7 +138,9 @@ class Cluster:
     def __init__(self, bootstrap_servers: str | Sequence[str], config: ClientConfig | None = None) -> None:
         self.config = config or ClientConfig()
         self.bootstrap_servers = parse_bootstrap(bootstrap_servers)
-        self._metadata = ClusterMetadata()
+        #: The latest snapshot; it never changes, a refresh replaces it. A plain attribute rather than
+        #: a property: the producer looks at it for every record it sends.
+        self.metadata = ClusterMetadata()
         self._brokers: dict[int, _Broker] = {}
         self._coordinators: dict[tuple[int, str], int] = {}
         self._nursery: trio.Nursery | None = None
@@ -184,11 +186,6 @@ class Cluster:
 
     # --- metadata ------------------------------------------------------------------------------
 
-    @property
-    def metadata(self) -> ClusterMetadata:
-        """The latest snapshot; it never changes, a refresh replaces it."""
-        return self._metadata
-
     def request_metadata_refresh(self) -> None:
         """Have the background task refresh the metadata soon (without waiting for it)."""
         self._refresh_wanted.set()
@@ -204,18 +201,18 @@ class Cluster:
         called_at = self._refreshes_started
         async with self._refresh_lock:
             if self._last_refresh_start > called_at:
-                return self._metadata
+                return self.metadata
             self._refreshes_started += 1
             number = self._refreshes_started
             self._apply_metadata(await self._fetch_metadata())
             self._last_refresh_start = number
             self._last_refresh_at = trio.current_time()
-            return self._metadata
+            return self.metadata
 
     async def next_metadata(self) -> ClusterMetadata:
         """Wait for the next refresh to complete and return its snapshot."""
         await self._metadata_updated.wait()
-        return self._metadata
+        return self.metadata
 
     async def wait_for_metadata(
         self, predicate: Callable[[ClusterMetadata], bool], *, what: str = "", timeout: float | None = None
@@ -226,17 +223,17 @@ class Cluster:
         timeout = self.config.api_timeout if timeout is None else timeout
         last_error: KafkaError | None = None
         with trio.move_on_after(timeout):
-            while not predicate(self._metadata):
+            while not predicate(self.metadata):
                 try:
                     await self.refresh_metadata()
                 except KafkaError as exc:
                     if not exc.retriable:
                         raise
                     last_error = exc
-                if predicate(self._metadata):
+                if predicate(self.metadata):
                     break
                 await trio.sleep(self.config.retry_backoff)
-            return self._metadata
+            return self.metadata
         raise RequestTimedOutError(
             f"metadata did not show {what or 'the expected state'} within {timeout:g} s"
             + (f" (last error: {last_error})" if last_error else "")
@@ -274,7 +271,7 @@ class Cluster:
         metadata = ClusterMetadata.from_response(response)
         for info in metadata.brokers.values():
             self._register_broker(info.node_id, info.host, info.port)
-        self._metadata = metadata
+        self.metadata = metadata
         self._metadata_updated.set()
         self._metadata_updated = trio.Event()
 
@@ -311,7 +308,7 @@ class Cluster:
         """The id of the broker leading ``topic``-``partition``, refreshing the
         metadata once if it is unknown or leaderless. Raises
         UnknownTopicOrPartitionError or LeaderNotAvailableError (both retriable)."""
-        leader = self._metadata.leader(topic, partition)
+        leader = self.metadata.leader(topic, partition)
         if leader is not None:
             return leader
         metadata = await self.refresh_metadata()
@@ -435,7 +432,7 @@ class Cluster:
         """Send to the controller. A cluster may name none for a moment (a broker
         that just started, a controller election in progress): wait, refreshing
         the metadata, as Kafka's admin client does."""
-        controller = self._metadata.controller_id
+        controller = self.metadata.controller_id
         if controller is None:
             metadata = await self.wait_for_metadata(lambda m: m.controller_id is not None, what="a controller")
             controller = metadata.controller_id

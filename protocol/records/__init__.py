@@ -37,7 +37,14 @@ Malformed input raises :class:`CorruptRecordError`; magic 0/1 raises
 from __future__ import annotations
 
 from tributary.protocol.compression import Compression
-from tributary.protocol.records.builder import BatchBuilder, Payload, build_batch
+from tributary.protocol.records.builder import (
+    BatchBuilder,
+    Payload,
+    append_record,
+    append_record_at,
+    build_batch,
+    finish_batch,
+)
 from tributary.protocol.records.codec import Header, Headers, Record, decode_records, iter_records
 from tributary.protocol.records.control import ControlType, Marker, build_marker_batch, control_type, read_marker
 from tributary.protocol.records.header import (
@@ -99,6 +106,8 @@ __all__ = [
     "Headers",
     "Payload",
     "Record",
+    "append_record",
+    "append_record_at",
     "build_batch",
     "build_marker_batch",
     "check_records",
@@ -109,6 +118,7 @@ __all__ = [
     "dense_batch",
     "empty_batch",
     "filtered_batch",
+    "finish_batch",
     "has_gaps",
     "attach_producer",
     "detach_producer",

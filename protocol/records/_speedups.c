@@ -1,18 +1,22 @@
 /*
- * The two per-record loops of the v2 record format, compiled: the broker's walk that checks a
- * batch's records against its header before an append (validate.py) and the consumer's decode
- * into Record objects (codec.py). Each does what the pure-Python loop beside it does, to the
- * same accept/refuse decision; tests/protocol/test_speedups.py holds them to each other on
- * hypothesis-made and mutated batches. Python falls back to its own loops when this module is
+ * The per-record loops of the v2 record format, compiled: the broker's walk that checks a
+ * batch's records against its header before an append (validate.py), the consumer's decode
+ * into Record objects (codec.py), and the producer's encode of a record (append_record for
+ * builder.py, append_record_at for the producer's accumulator, client/producer/accumulator.py).
+ * Each does what the pure-Python loop beside it does, to the same accept/refuse decision and
+ * the same bytes; tests/protocol/test_speedups.py holds them to each other on hypothesis-made
+ * and mutated batches. Python falls back to its own loops when this module is
  * not built (no compiler) or TRIBUTARY_NO_SPEEDUPS is set.
  *
  * Every read is bounded: by the record's end once its length is known, by the chunk's end
- * before. Nothing here allocates per record except the decoded Record and its fields.
+ * before. Nothing here allocates per record except the decoded Record and its fields, and the
+ * timestamp append_record_at returns.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 /* Set by configure(): the exception both loops raise for a record that does not decode. */
 static PyObject *corrupt_error = NULL;
@@ -500,6 +504,91 @@ static PyObject *append_record(PyObject *self, PyObject *args)
     return result;
 }
 
+/* append_record_at(records, key, value, timestamp, base_timestamp, offset_delta) -> timestamp
+ *
+ * What a producer appends per record (client/producer/accumulator.py), in one call: the record
+ * as append_record writes it, its timestamp delta taken here, from base_timestamp (0 for the
+ * first record of a batch, offset_delta 0). `timestamp` is ms since the epoch, or None for now
+ * (CLOCK_REALTIME, as time.time_ns() // 1_000_000); returns the timestamp used. Arguments by
+ * position (METH_FASTCALL: no tuple per call). TypeError as append_record; OverflowError for a
+ * timestamp or delta beyond 64 bits; either way `records` is left as it was. */
+static PyObject *append_record_at(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "append_record_at expected 6 arguments, got %zd", nargs);
+        return NULL;
+    }
+    PyObject *records = args[0], *key = args[1], *value = args[2];
+    if (!PyByteArray_Check(records)) {
+        PyErr_Format(PyExc_TypeError, "append_record_at: records must be a bytearray, not %.100s",
+                     Py_TYPE(records)->tp_name);
+        return NULL;
+    }
+    long long timestamp;
+    if (args[3] == Py_None) {
+        struct timespec now;
+        if (clock_gettime(CLOCK_REALTIME, &now) != 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return NULL;
+        }
+        timestamp = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    } else {
+        timestamp = PyLong_AsLongLong(args[3]);
+        if (timestamp == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    long long base = PyLong_AsLongLong(args[4]);
+    if (base == -1 && PyErr_Occurred())
+        return NULL;
+    long long offset_delta = PyLong_AsLongLong(args[5]);
+    if (offset_delta == -1 && PyErr_Occurred())
+        return NULL;
+    long long timestamp_delta = 0;
+    if (offset_delta != 0 && __builtin_sub_overflow(timestamp, base, &timestamp_delta)) {
+        PyErr_SetString(PyExc_OverflowError, "append_record_at: the timestamp delta does not fit in 64 bits");
+        return NULL;
+    }
+    Py_buffer k, v;
+    if (take_payload(key, &k) < 0)
+        return NULL;
+    if (take_payload(value, &v) < 0) {
+        if (k.obj != NULL)
+            PyBuffer_Release(&k);
+        return NULL;
+    }
+    Py_ssize_t body = 1 + varint_size(timestamp_delta) + varint_size(offset_delta) + 1; /* + the header count */
+    body += k.len < 0 ? 1 : varint_size(k.len) + k.len;
+    body += v.len < 0 ? 1 : varint_size(v.len) + v.len;
+    Py_ssize_t old = PyByteArray_GET_SIZE(records);
+    PyObject *result = NULL;
+    if (PyByteArray_Resize(records, old + varint_size(body) + body) == 0) {
+        uint8_t *out = (uint8_t *)PyByteArray_AS_STRING(records) + old;
+        out = put_varint(out, body);
+        *out++ = 0; /* attributes */
+        out = put_varint(out, timestamp_delta);
+        out = put_varint(out, offset_delta);
+        out = put_varint(out, k.len);
+        if (k.len > 0) {
+            memcpy(out, k.buf, (size_t)k.len);
+            out += k.len;
+        }
+        out = put_varint(out, v.len);
+        if (v.len > 0) {
+            memcpy(out, v.buf, (size_t)v.len);
+            out += v.len;
+        }
+        *out = 0; /* no headers */
+        result = args[3] == Py_None ? PyLong_FromLongLong(timestamp) : Py_NewRef(args[3]);
+        if (result == NULL)
+            PyByteArray_Resize(records, old); /* shrinking does not fail */
+    }
+    if (k.obj != NULL)
+        PyBuffer_Release(&k);
+    if (v.obj != NULL)
+        PyBuffer_Release(&v);
+    return result;
+}
+
 /* configure(CorruptRecordError, Record): what the loops raise and build. */
 static PyObject *configure(PyObject *self, PyObject *args)
 {
@@ -539,6 +628,8 @@ static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "Checks the complete records of a chunk of a batch (validate.py)."},
     {"decode_into", decode_into, METH_VARARGS, "Decodes a batch's records into a list (codec.py)."},
     {"append_record", append_record, METH_VARARGS, "Encodes a record without headers (builder.py)."},
+    {"append_record_at", (PyCFunction)(void (*)(void))append_record_at, METH_FASTCALL,
+     "Encodes a record without headers, its timestamp now or given (the producer's accumulator)."},
     {"configure", configure, METH_VARARGS, "Sets the error raised and the record class built."},
     {NULL, NULL, 0, NULL},
 };

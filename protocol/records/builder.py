@@ -88,8 +88,38 @@ def _append_record_python(  # noqa: PLR0917 (the signature of the compiled one, 
     records += record
 
 
-# The compiled encoder of a record without headers (compiled.py), or None.
+# The compiled encoder of a record without headers (``_speedups.c``), or None.
 _append_record = SPEEDUPS.append_record if SPEEDUPS is not None else None
+
+#: The producer's per-record encoder, compiled (``_speedups.c``), or None where it was not built:
+#: ``append_record_at(records, key, value, timestamp, base_timestamp, offset_delta)`` writes a
+#: record without headers at the end of the bytearray ``records``, its timestamp delta taken from
+#: ``base_timestamp`` (0 for offset delta 0), ``timestamp`` ms since the epoch or None for now,
+#: and returns the timestamp it used. A key or value of another type than a buffer or None
+#: raises TypeError, a timestamp or delta beyond 64 bits OverflowError, and ``records`` is then
+#: left as it was. ``client/producer/accumulator.py`` calls it per record, and
+#: :func:`append_record` for what it does not take (headers).
+append_record_at = getattr(SPEEDUPS, "append_record_at", None)  # None too from an older build
+
+
+def append_record(  # noqa: PLR0917 (the compiled encoder's signature, plus headers)
+    records: bytearray,
+    key: Payload | None,
+    value: Payload | None,
+    headers: Sequence[tuple[str, Payload | None]],
+    timestamp_delta: int,
+    offset_delta: int,
+) -> None:
+    """One record at the end of ``records``: by the compiled encoder when it can, else in Python.
+    A key, value or header value of another type than bytes, bytearray, memoryview or None raises
+    TypeError, and adds nothing."""
+    if _append_record is not None and not headers:
+        try:
+            _append_record(records, key, value, timestamp_delta, offset_delta)
+        except OverflowError:  # a delta beyond 64 bits: the Python encoder says what is wrong
+            _append_record_python(records, key, value, headers, timestamp_delta, offset_delta)
+    else:
+        _append_record_python(records, key, value, headers, timestamp_delta, offset_delta)
 
 
 class BatchBuilder:
@@ -173,13 +203,7 @@ class BatchBuilder:
             timestamp = time.time_ns() // 1_000_000
         offset_delta = count = self._count
         delta = timestamp - (timestamp if count == 0 else self._base_timestamp)
-        if _append_record is not None and not headers:
-            try:
-                _append_record(self._records, key, value, delta, offset_delta)
-            except OverflowError:  # a delta beyond 64 bits: the Python encoder says what is wrong
-                _append_record_python(self._records, key, value, headers, delta, offset_delta)
-        else:
-            _append_record_python(self._records, key, value, headers, delta, offset_delta)
+        append_record(self._records, key, value, headers, delta, offset_delta)
         # Only once the record is in: a refused one leaves the builder as it was.
         if count == 0:
             self._base_timestamp = self._max_timestamp = timestamp
@@ -191,33 +215,70 @@ class BatchBuilder:
     def build(self) -> bytes:
         """The finished batch. The builder stays usable; building again after
         more appends yields the larger batch."""
-        count = self._count
-        if not count:
-            raise ValueError("a record batch needs at least one record")
-        codec = self.compression
-        payload: BytesLike = self._records
-        if codec is not Compression.NONE:
-            payload = compress(codec, payload, self.compression_level)
-        attributes = codec.value
-        if self.timestamp_type == LOG_APPEND_TIME:
-            attributes |= TIMESTAMP_TYPE_BIT
-        if self.is_transactional:
-            attributes |= TRANSACTIONAL_BIT
-        if self.is_control:
-            attributes |= CONTROL_BIT
-        header = encode_batch_header(
+        return finish_batch(
+            self._records,
+            self._count,
+            self._base_timestamp,
+            self._max_timestamp,
+            compression=self.compression,
+            compression_level=self.compression_level,
             base_offset=self.base_offset,
-            partition_leader_epoch=self.partition_leader_epoch,
-            attributes=attributes,
-            base_timestamp=self._base_timestamp,
-            max_timestamp=self._max_timestamp,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence,
-            record_count=count,
-            records=payload,
+            is_transactional=self.is_transactional,
+            partition_leader_epoch=self.partition_leader_epoch,
+            timestamp_type=self.timestamp_type,
+            is_control=self.is_control,
         )
-        return b"".join((header, payload))
+
+
+def finish_batch(
+    records: BytesLike,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    compression: Compression = Compression.NONE,
+    compression_level: int | None = None,
+    base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    timestamp_type: int = CREATE_TIME,
+    is_control: bool = False,
+) -> bytes:
+    """A batch of ``count`` records encoded back to back in ``records`` (by :func:`append_record`,
+    offset deltas from 0, timestamp deltas from ``base_timestamp``): compressed once, the header
+    put in front. What :meth:`BatchBuilder.build` does, for a producer that encodes its records
+    itself."""
+    if not count:
+        raise ValueError("a record batch needs at least one record")
+    payload: BytesLike = records
+    if compression is not Compression.NONE:
+        payload = compress(compression, payload, compression_level)
+    attributes = compression.value
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_BIT
+    if is_transactional:
+        attributes |= TRANSACTIONAL_BIT
+    if is_control:
+        attributes |= CONTROL_BIT
+    header = encode_batch_header(
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        record_count=count,
+        records=payload,
+    )
+    return b"".join((header, payload))
 
 
 def build_batch(

@@ -8,7 +8,9 @@ lost answer, a corrupted batch on the wire) are injected at the connection.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import struct
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -30,6 +32,7 @@ from tributary.client.errors import (
     MessageTooLargeError,
     UnknownTopicOrPartitionError,
 )
+from tributary.client.producer import accumulator
 from tributary.client.producer.accumulator import RECORD_OVERHEAD
 from tributary.client.producer.config import ProducerConfig, split_settings
 from tributary.client.producer.errors import DeliveryTimeoutError, ProducerClosedError
@@ -43,11 +46,13 @@ from tributary.client.wire.connection import BrokerConnection
 from tributary.protocol.compression import Compression
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.errors import CodecUnavailableError
-from tributary.protocol.messages import ProduceRequest
+from tributary.protocol.framing import FrameDecoder
+from tributary.protocol.messages import ApiKey, ProduceRequest
 from tributary.protocol.murmur2 import partition_for_key
 from tributary.protocol.records import BatchBuilder, BatchHeader, Record, validate_batch
+from tributary.testing.cluster import BrokerProcess, start_cluster
 from tributary.testing.cluster import Cluster as Brokers
-from tributary.testing.cluster import start_cluster
+from tributary.testing.ports import free_ports
 
 from .conftest import topic_name
 
@@ -373,19 +378,19 @@ async def test_a_batch_that_cannot_be_built_fails_alone(
     shared_cluster: Brokers, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic = topic_name("p-build")
-    build = BatchBuilder.build
+    finish = accumulator.finish_batch  # what finishes (compresses) a producer's batch
     calls = 0
 
-    def fail_first(self: BatchBuilder) -> bytes:
+    def fail_first(*args: Any, **options: Any) -> bytes:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise CodecUnavailableError("zstd", "zstandard")
-        return build(self)
+        return finish(*args, **options)
 
     async with Producer(shared_cluster.bootstrap) as producer:
         await Admin(producer.cluster).create_topic(topic, 1)
-        monkeypatch.setattr(BatchBuilder, "build", fail_first)
+        monkeypatch.setattr(accumulator, "finish_batch", fail_first)
         with pytest.raises(CodecUnavailableError):
             await producer.send(topic, b"lost", partition=0)
         after = await producer.send(topic, b"kept", partition=0)
@@ -478,6 +483,120 @@ async def test_out_of_order_behind_a_failed_batch_is_retried_in_order(
     assert [r.value for r in records] == [b"%04d" % i + b"-" * 60 for i in range(120)]
     assert [h.result().offset for h in handles] == list(range(120))
     assert all(h.producer_id == headers[0].producer_id for h in headers)
+
+
+# --- two answers in one read ---------------------------------------------------------------------
+
+
+class CoalescingProxy:
+    """A TCP proxy in front of one broker: bytes pass both ways as they come, except a
+    connection's first two answers to Produce requests, held until both are in and then written
+    to the client together, in one write (so the client reads them in one read)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        #: Set once a Produce request has gone through to the broker.
+        self.produce_seen = trio.Event()
+        #: Set once two Produce answers went to the client in one write.
+        self.coalesced = trio.Event()
+
+    async def serve(self, client: trio.SocketStream) -> None:
+        async with await trio.open_tcp_stream(*self.upstream) as upstream, trio.open_nursery() as nursery:
+            produce_ids: set[int] = set()
+            nursery.start_soon(self._requests, client, upstream, produce_ids)
+            nursery.start_soon(self._answers, upstream, client, produce_ids)
+
+    async def _requests(self, client: trio.SocketStream, upstream: trio.SocketStream, produce_ids: set[int]) -> None:
+        decoder = FrameDecoder()
+        while data := await client.receive_some(65536):
+            decoder.feed(data)
+            seen = False
+            for request in decoder.frames():  # api key, api version, correlation id, ...
+                api_key, _, correlation_id = struct.unpack_from(">hhi", request)
+                if api_key == ApiKey.PRODUCE:
+                    produce_ids.add(correlation_id)
+                    seen = True
+            await upstream.send_all(data)
+            if seen:
+                self.produce_seen.set()
+        await upstream.send_eof()
+
+    async def _answers(self, upstream: trio.SocketStream, client: trio.SocketStream, produce_ids: set[int]) -> None:
+        decoder = FrameDecoder()
+        held: list[bytes] = []
+        while data := await upstream.receive_some(65536):
+            decoder.feed(data)
+            for answer in decoder.frames():  # correlation id, ...
+                framed = struct.pack(">i", len(answer)) + answer
+                if struct.unpack_from(">i", answer)[0] in produce_ids and not self.coalesced.is_set():
+                    held.append(framed)
+                    if len(held) == 2:
+                        await client.send_all(b"".join(held))
+                        self.coalesced.set()
+                else:
+                    await client.send_all(framed)
+        await client.aclose()
+
+
+@pytest.fixture
+def proxied_broker(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[tuple[BrokerProcess, int]]:
+    """A broker that advertises a port nobody listens on yet (a test's proxy), and that port:
+    after bootstrap, every connection a client makes to it goes through the proxy."""
+    port, proxy_port = free_ports(2)
+    broker = BrokerProcess(
+        1, zookeeper.hosts, tmp_path / "data", tmp_path / "broker.log", port=port, advertise=f"127.0.0.1:{proxy_port}"
+    )
+    broker.start()
+    try:
+        broker.wait_ready()
+        yield broker, proxy_port
+    finally:
+        broker.stop()
+
+
+async def test_an_answer_read_with_the_one_before_it_is_settled_after_it(
+    proxied_broker: tuple[BrokerProcess, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first Produce to a broker goes in a task of its own (the producer has no connection
+    yet); the next, started once the first is written, is settled by callback from the
+    connection's reader. When both answers come in one read, the reader wakes the first
+    request's task and, before that task has run, meets the second answer: the second request
+    must be settled only after the first (``Sender._settle_after``), so that a partition's
+    batches complete in the order they were sent."""
+    broker, proxy_port = proxied_broker
+    topic = topic_name("p-one-read")
+    settled: list[Any] = []  # the topic's batches, in the order they were settled
+    deferred = 0
+    settle, settle_after = Sender._settle, Sender._settle_after
+
+    def record_settle(self: Sender, broker: int, batches: list[Any], outcome: Any) -> None:
+        settle(self, broker, batches, outcome)
+        settled.extend(batch for batch in batches if batch.queue.tp.topic == topic)
+
+    async def record_deferral(self: Sender, *args: Any) -> None:
+        nonlocal deferred
+        deferred += 1
+        await settle_after(self, *args)
+
+    monkeypatch.setattr(Sender, "_settle", record_settle)
+    monkeypatch.setattr(Sender, "_settle_after", record_deferral)
+    proxy = CoalescingProxy(broker.address)
+    handles: list[RecordHandle] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(functools.partial(trio.serve_tcp, proxy.serve, proxy_port, host="127.0.0.1"))
+        # Two 400-byte records fill a batch of 1 KiB and seal it; nothing lingers out.
+        async with Producer(broker.bootstrap, batch_bytes=1024, linger_ms=60_000, compression="none") as producer:
+            await Admin(producer.cluster).create_topic(topic, 1)
+            await producer.partitions_for(topic)
+            handles += [await producer.enqueue(topic, b"%d" % i + b"-" * 399) for i in range(2)]
+            await proxy.produce_seen.wait()  # the first request is written: the second starts from here
+            handles += [await producer.enqueue(topic, b"%d" % i + b"-" * 399) for i in range(2, 4)]
+            results = [await handle for handle in handles]
+        nursery.cancel_scope.cancel()
+    assert proxy.coalesced.is_set()
+    assert deferred == 1
+    assert [(batch.base_offset, batch.record_count) for batch in settled] == [(0, 2), (2, 2)]
+    assert [r.offset for r in results] == [0, 1, 2, 3]
 
 
 # --- a broker stopped and restarted -------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sysconfig
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -241,6 +242,49 @@ def test_records_encode_to_the_same_bytes(records: list[tuple[Any, Any, int, int
         SPEEDUPS.append_record(compiled, key, value, timestamp_delta, offset_delta)
         builder._append_record_python(python, key, value, (), timestamp_delta, offset_delta)
     assert compiled == python
+
+
+@needs_speedups
+@settings(max_examples=300)
+@given(
+    base=st.integers(min_value=-(2**61), max_value=2**61),
+    records=st.lists(
+        st.tuples(payloads, payloads, st.integers(min_value=-(2**61), max_value=2**61)), min_size=1, max_size=10
+    ),
+)
+def test_the_producers_encoder_writes_what_the_python_one_does(base: int, records: list[tuple[Any, Any, int]]) -> None:
+    """append_record_at (the producer's accumulator): the record append_record writes, its
+    timestamp delta taken from the base (0 for the first record), the timestamp returned."""
+    assert builder.append_record_at is not None
+    compiled, python = bytearray(b"prefix"), bytearray(b"prefix")
+    for offset_delta, (key, value, timestamp) in enumerate(records):
+        assert builder.append_record_at(compiled, key, value, timestamp, base, offset_delta) == timestamp
+        delta = timestamp - base if offset_delta else 0
+        builder._append_record_python(python, key, value, (), delta, offset_delta)
+    assert compiled == python
+
+
+@needs_speedups
+def test_the_producers_encoder_stamps_now_and_refuses_what_does_not_fit() -> None:
+    assert builder.append_record_at is not None
+    records = bytearray()
+    before = time.time_ns() // 1_000_000
+    stamped = builder.append_record_at(records, None, b"v", None, 0, 0)
+    assert before <= stamped <= time.time_ns() // 1_000_000
+    expected = bytearray()
+    builder._append_record_python(expected, None, b"v", (), 0, 0)
+    assert records == expected
+    for args in [
+        (b"k", b"v", 2**63, 0, 1),  # a timestamp beyond 64 bits
+        (b"k", b"v", 2**62, -(2**62), 1),  # a delta beyond 64 bits
+    ]:
+        with pytest.raises(OverflowError):
+            builder.append_record_at(records, *args)
+    with pytest.raises(TypeError):
+        builder.append_record_at(records, "text", b"v", None, 0, 1)
+    with pytest.raises(TypeError):
+        builder.append_record_at(bytes(records), b"k", b"v", None, 0, 1)
+    assert records == expected  # nothing added by a refused record
 
 
 @needs_speedups
