@@ -32,6 +32,8 @@ class SparkStandalone:
     workers: int = 2
     master_port: int = 0
     ui_port: int = 0
+    #: What the master's web UI last answered when it gave no state (for the timeout's message).
+    last_answer: str = ""
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -91,16 +93,30 @@ class SparkStandalone:
                 if process.poll() is not None:
                     raise AssertionError(f"a Spark daemon exited with {process.returncode}: {self.logs()}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"{self.alive_workers()} of {self.workers} workers registered: {self.logs()}")
+                raise AssertionError(
+                    f"{self.alive_workers()} of {self.workers} workers registered (the master's last answer: "
+                    f"{self.last_answer}): {self.logs()}"
+                )
             time.sleep(0.2)
 
     def state(self) -> dict[str, object]:
+        """The master's view (its web UI's ``/json/``), or {} while it cannot give one: not
+        listening yet, or answering with a page instead of JSON (a CI run met an HTML page there
+        in the master's first second, its log showing the UI bound to the right port; the cause
+        is not established). A master that never answers JSON fails :meth:`start` by its
+        deadline, with the last answer in the message."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as response:
-                state: dict[str, object] = json.load(response)
-                return state
-        except OSError:
+                body = response.read()
+        except OSError as exc:
+            self.last_answer = repr(exc)
             return {}
+        try:
+            state: dict[str, object] = json.loads(body)
+        except ValueError:
+            self.last_answer = body[:200].decode(errors="replace")
+            return {}
+        return state
 
     def alive_workers(self) -> int:
         workers = self.state().get("workers", [])
