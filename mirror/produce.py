@@ -95,6 +95,21 @@ def _next_batches(runs: dict[TopicPartition, _Run], depth: int) -> list[tuple[_R
     return batch
 
 
+def _worth_sending(runs: dict[TopicPartition, _Run], depth: int, *, answered: bool) -> bool:
+    """Whether a request should leave now: some run may send a batch, and either nothing is in
+    flight (``answered``) or every run with batches left may send one now. With ``depth`` above
+    1, a request sent while some partitions wait for an answer would hold only the others, and
+    they would follow in requests of their own: more requests for the same batches. Waiting for
+    the answer fills the request instead."""
+    ready = waiting = 0
+    for run in runs.values():
+        if run.wants_to_send(depth):
+            ready += 1
+        elif not run.stopped and run.sent < len(run.payloads):
+            waiting += 1
+    return ready > 0 and (answered or waiting == 0)
+
+
 @dataclass(eq=False)
 class _Leader:
     runs: dict[TopicPartition, _Run] = field(default_factory=dict)
@@ -147,10 +162,7 @@ class ProduceMux:
         while True:
             # (Once per request: plain loops, a free slot taken without a trip through the
             # scheduler, and the request started from here; its answer comes by callback.)
-            for run in runs.values():
-                if run.wants_to_send(depth):
-                    break
-            else:
+            if not _worth_sending(runs, depth, answered=slots.value == self._max_in_flight):
                 leader.wanted = trio.Event()
                 await leader.wanted.wait()
                 continue

@@ -44,6 +44,7 @@ A closed connection stays closed; the cluster's pool opens a new one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -682,8 +683,23 @@ async def _open_socket_stream(host: str, port: int, config: ClientConfig) -> tri
         except BaseException:
             sock.close()
             raise
-        return trio.SocketStream(sock)
+        stream = trio.SocketStream(sock)
+        _unlimit_unsent(stream)
+        return stream
     raise OSError("; ".join(errors) or "no address")
+
+
+def _unlimit_unsent(stream: trio.SocketStream) -> None:
+    """Give the socket back the system's TCP_NOTSENT_LOWAT (0 means the sysctl's, unlimited
+    by default), as Kafka's clients have it. Trio sets 16 KiB, which keeps little unsent data
+    in the kernel for interactive streams; but a frame here is written whole and in order
+    anyway, and with that limit a write of several pipelined Produce requests stops at 16 KiB
+    unsent, leaving the rest to the writer task in 16 KiB steps, a wake-up each (counted in
+    the mirror with 1 MiB batches: 120 of 160 MB written that way)."""
+    option = getattr(trio.socket, "TCP_NOTSENT_LOWAT", None)
+    if option is not None:
+        with contextlib.suppress(OSError):
+            stream.setsockopt(trio.socket.IPPROTO_TCP, option, 0)
 
 
 @asynccontextmanager
