@@ -42,7 +42,7 @@ _INT_FLAGS = (
     ("--max-inflight-requests", "requests in flight per connection (default 16)"),
     (
         "--max-inflight-batches-per-partition",
-        "batches of one partition in flight to the aggregate, at most 5 (default 1)",
+        "batches of one partition in flight to the aggregate, at most 5 (default 5)",
     ),
     ("--socket-send-buffer-bytes", "SO_SNDBUF of the connections (default: OS autotuning)"),
     ("--socket-receive-buffer-bytes", "SO_RCVBUF of the connections (default: OS autotuning)"),

@@ -57,18 +57,20 @@ def quick_rebalancing_source(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iter
             yield east, agg
 
 
+@pytest.mark.parametrize("depth", [5, 1])
 def test_pipelined_batches_and_read_ahead_survive_kill_9(
-    quick_rebalancing_source: tuple[Cluster, Cluster], tmp_path: Path
+    quick_rebalancing_source: tuple[Cluster, Cluster], tmp_path: Path, depth: int
 ) -> None:
-    """Five batches of a partition in flight to the aggregate and eight fetches of it in flight
-    from the source, small ones, killed twice mid-copy: still every record once, in order."""
+    """Five batches of a partition in flight to the aggregate (the default, spelled out), or
+    one at a time, and eight fetches of it in flight from the source, small ones, killed twice
+    mid-copy: still every record once, in order."""
     east, agg = quick_rebalancing_source
     rng = random.Random(19)
     producing = threading.Thread(target=produce_zstd, args=(east.bootstrap, "clicks", 60_000), daemon=True)
     producing.start()
     extra = [
-        "--max-inflight-batches-per-partition", "5", "--fetch-windows", "8", "--fetch-partition-max-bytes", "32768",
-        "--session-timeout-ms", "2000",
+        "--max-inflight-batches-per-partition", str(depth), "--fetch-windows", "8",
+        "--fetch-partition-max-bytes", "32768", "--session-timeout-ms", "2000",
     ]  # fmt: skip
     log_path = tmp_path / "mirror.log"
     mirror = MirrorProcess(east.bootstrap, "east", agg.bootstrap, log_path, extra=extra)
