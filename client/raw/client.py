@@ -230,14 +230,7 @@ class RawClient:
                 if response is None:
                     return dict.fromkeys(batches, ProduceResult(-1))
                 return self._noted(parse_produce_response(response, batches, broker_id))
-            client_id = conn.config.client_id
-
-            def encode(correlation_id: int) -> bytes:
-                return encode_produce_request(
-                    version, correlation_id, client_id, batches,
-                    acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
-                )  # fmt: skip
-
+            encode = _produce_encoder(version, conn.config.client_id, batches, acks, timeout_ms, transactional_id)
             frame = await conn.exchange(
                 ApiKey.PRODUCE, version, encode, timeout=timeout, expect_response=acks != 0, on_queued=on_queued
             )
@@ -297,6 +290,25 @@ class RawClient:
         return result
 
 
+def _produce_encoder(  # noqa: PLR0917 (the request's fields, in their order)
+    version: int,
+    client_id: str | None,
+    batches: Mapping[TopicPartition, BytesLike],
+    acks: int,
+    timeout_ms: int,
+    transactional_id: str | None,
+) -> Callable[[int], bytes]:
+    """The Produce frame for a correlation id (what BrokerConnection.exchange and start take)."""
+
+    def encode(correlation_id: int) -> bytes:
+        return encode_produce_request(
+            version, correlation_id, client_id, batches,
+            acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
+        )  # fmt: skip
+
+    return encode
+
+
 def start_produce(
     conn: BrokerConnection,
     batches: Mapping[TopicPartition, BytesLike],
@@ -325,13 +337,7 @@ def start_produce(
     if version not in PRODUCE_VERSIONS:
         return False
     broker_id = conn.broker
-    client_id = conn.config.client_id
-
-    def encode(correlation_id: int) -> bytes:
-        return encode_produce_request(
-            version, correlation_id, client_id, batches,
-            acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
-        )  # fmt: skip
+    encode = _produce_encoder(version, conn.config.client_id, batches, acks, timeout_ms, transactional_id)
 
     def answered(answer: bytes | KafkaError) -> None:
         if isinstance(answer, KafkaError):

@@ -452,33 +452,25 @@ static int take_payload(PyObject *payload, Py_buffer *view)
     return PyObject_GetBuffer(payload, view, PyBUF_SIMPLE);
 }
 
-/* append_record(records, key, value, timestamp_delta, offset_delta)
- *
- * Encodes a record without headers at the end of the bytearray `records` (builder.py): length,
- * attributes, the two deltas, key and value with their lengths (-1 for None), no headers. Keys
- * and values are any contiguous buffer; anything else raises TypeError, and `records` is
- * left as it was. */
-static PyObject *append_record(PyObject *self, PyObject *args)
+/* One record (no headers) appended to `records`: 0, or -1 with an exception set and `records`
+ * as it was. Shared by append_record and append_record_at. */
+static int write_record(PyObject *records, PyObject *key, PyObject *value, long long timestamp_delta,
+                        long long offset_delta)
 {
-    PyObject *records, *key, *value;
-    long long timestamp_delta, offset_delta;
-    if (!PyArg_ParseTuple(args, "O!OOLL:append_record", &PyByteArray_Type, &records, &key, &value, &timestamp_delta,
-                          &offset_delta))
-        return NULL;
     Py_buffer k, v;
     if (take_payload(key, &k) < 0)
-        return NULL;
+        return -1;
     if (take_payload(value, &v) < 0) {
         if (k.obj != NULL)
             PyBuffer_Release(&k);
-        return NULL;
+        return -1;
     }
     Py_ssize_t body = 1 + varint_size(timestamp_delta) + varint_size(offset_delta) + 1; /* + the header count */
     body += k.len < 0 ? 1 : varint_size(k.len) + k.len;
     body += v.len < 0 ? 1 : varint_size(v.len) + v.len;
     Py_ssize_t old = PyByteArray_GET_SIZE(records);
-    PyObject *result = NULL;
-    if (PyByteArray_Resize(records, old + varint_size(body) + body) == 0) {
+    int status = PyByteArray_Resize(records, old + varint_size(body) + body);
+    if (status == 0) {
         uint8_t *out = (uint8_t *)PyByteArray_AS_STRING(records) + old;
         out = put_varint(out, body);
         *out++ = 0; /* attributes */
@@ -495,13 +487,30 @@ static PyObject *append_record(PyObject *self, PyObject *args)
             out += v.len;
         }
         *out = 0; /* no headers */
-        result = Py_NewRef(Py_None);
     }
     if (k.obj != NULL)
         PyBuffer_Release(&k);
     if (v.obj != NULL)
         PyBuffer_Release(&v);
-    return result;
+    return status;
+}
+
+/* append_record(records, key, value, timestamp_delta, offset_delta)
+ *
+ * Encodes a record without headers at the end of the bytearray `records` (builder.py): length,
+ * attributes, the two deltas, key and value with their lengths (-1 for None), no headers. Keys
+ * and values are any contiguous buffer; anything else raises TypeError, and `records` is
+ * left as it was. */
+static PyObject *append_record(PyObject *self, PyObject *args)
+{
+    PyObject *records, *key, *value;
+    long long timestamp_delta, offset_delta;
+    if (!PyArg_ParseTuple(args, "O!OOLL:append_record", &PyByteArray_Type, &records, &key, &value, &timestamp_delta,
+                          &offset_delta))
+        return NULL;
+    if (write_record(records, key, value, timestamp_delta, offset_delta) < 0)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* append_record_at(records, key, value, timestamp, base_timestamp, offset_delta) -> timestamp
@@ -548,44 +557,12 @@ static PyObject *append_record_at(PyObject *self, PyObject *const *args, Py_ssiz
         PyErr_SetString(PyExc_OverflowError, "append_record_at: the timestamp delta does not fit in 64 bits");
         return NULL;
     }
-    Py_buffer k, v;
-    if (take_payload(key, &k) < 0)
-        return NULL;
-    if (take_payload(value, &v) < 0) {
-        if (k.obj != NULL)
-            PyBuffer_Release(&k);
-        return NULL;
-    }
-    Py_ssize_t body = 1 + varint_size(timestamp_delta) + varint_size(offset_delta) + 1; /* + the header count */
-    body += k.len < 0 ? 1 : varint_size(k.len) + k.len;
-    body += v.len < 0 ? 1 : varint_size(v.len) + v.len;
     Py_ssize_t old = PyByteArray_GET_SIZE(records);
-    PyObject *result = NULL;
-    if (PyByteArray_Resize(records, old + varint_size(body) + body) == 0) {
-        uint8_t *out = (uint8_t *)PyByteArray_AS_STRING(records) + old;
-        out = put_varint(out, body);
-        *out++ = 0; /* attributes */
-        out = put_varint(out, timestamp_delta);
-        out = put_varint(out, offset_delta);
-        out = put_varint(out, k.len);
-        if (k.len > 0) {
-            memcpy(out, k.buf, (size_t)k.len);
-            out += k.len;
-        }
-        out = put_varint(out, v.len);
-        if (v.len > 0) {
-            memcpy(out, v.buf, (size_t)v.len);
-            out += v.len;
-        }
-        *out = 0; /* no headers */
-        result = args[3] == Py_None ? PyLong_FromLongLong(timestamp) : Py_NewRef(args[3]);
-        if (result == NULL)
-            PyByteArray_Resize(records, old); /* shrinking does not fail */
-    }
-    if (k.obj != NULL)
-        PyBuffer_Release(&k);
-    if (v.obj != NULL)
-        PyBuffer_Release(&v);
+    if (write_record(records, key, value, timestamp_delta, offset_delta) < 0)
+        return NULL;
+    PyObject *result = args[3] == Py_None ? PyLong_FromLongLong(timestamp) : Py_NewRef(args[3]);
+    if (result == NULL)
+        PyByteArray_Resize(records, old); /* shrinking does not fail */
     return result;
 }
 
