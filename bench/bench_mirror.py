@@ -42,8 +42,8 @@ the results. Run from the repository root (about 3 minutes; ``--quick`` under
 a minute)::
 
     .venv/bin/python -m bench.bench_mirror [--quick] [--megabytes N] [--batch-kib 64,1024] [--rounds N]
-        [--copiers shallow,confluent,recompress] [--mirror-flags FLAGS] [--json] [--from-json FILE] [--keep]
-        [--py-spy DIR]
+        [--copiers shallow,confluent,recompress,baseline] [--mirror-flags FLAGS] [--baseline-checkout DIR]
+        [--json] [--from-json FILE] [--keep] [--py-spy DIR]
 
 Progress goes to stderr.
 """
@@ -54,6 +54,7 @@ import argparse
 import functools
 import importlib.metadata
 import json
+import math
 import os
 import shlex
 import shutil
@@ -96,7 +97,9 @@ LATENCY_PRODUCER = {"compression.type": "zstd", "linger.ms": 5, "acks": "all"}
 CPU_GOALS = {64: 5.0, 1024: 1.5}
 #: How much cheaper per GB than the confluent-kafka loop the shallow mirror must be.
 PEER_GOAL = 3.0
-COPIERS = ("shallow", "confluent", "recompress")
+COPIERS = ("shallow", "confluent", "recompress", "baseline")
+#: The copiers that run unless told otherwise ("baseline" needs --baseline-checkout).
+DEFAULT_COPIERS = ("shallow", "confluent", "recompress")
 
 
 @dataclass(frozen=True)
@@ -106,9 +109,11 @@ class Sizes:
     rounds: int
     latency_rate: int  # records per second
     latency_seconds: float
-    copiers: tuple[str, ...] = COPIERS
+    copiers: tuple[str, ...] = DEFAULT_COPIERS
     #: Extra command-line flags for the shallow mirror (``--mirror-flags``), as given.
     mirror_flags: tuple[str, ...] = ()
+    #: Another checkout whose mirror runs as the "baseline" copier (``--baseline-checkout``).
+    baseline_checkout: str = ""
 
     @staticmethod
     def pick(args: argparse.Namespace) -> Sizes:
@@ -121,8 +126,9 @@ class Sizes:
             rounds=args.rounds or base.rounds,
             latency_rate=base.latency_rate,
             latency_seconds=base.latency_seconds,
-            copiers=args.copiers or COPIERS,
+            copiers=args.copiers or (*DEFAULT_COPIERS, *(("baseline",) if args.baseline_checkout else ())),
             mirror_flags=tuple(shlex.split(args.mirror_flags)),
+            baseline_checkout=str(args.baseline_checkout or ""),
         )
 
 
@@ -234,11 +240,22 @@ def compressed_bytes(bootstrap: str, topic: str) -> tuple[int, int]:
 # --- the shallow mirror -------------------------------------------------------------------------
 
 
-def shallow_copy(  # noqa: PLR0917 (one call site, in _copy)
-    root: Path, source: str, target: str, src: SourceTopic, alias: str, flags: Sequence[str], *, spy: Path | None
+def shallow_copy(  # noqa: PLR0917 (call sites in _copy)
+    root: Path,
+    source: str,
+    target: str,
+    src: SourceTopic,
+    alias: str,
+    flags: Sequence[str],
+    *,
+    spy: Path | None,
+    checkout: Path = ROOT,
+    who: str = "shallow",
 ) -> Copy:
-    """``tributary mirror`` (with ``flags``) copies ``src`` whole into ``<alias>.<topic>``."""
-    mirror = MirrorDaemon(root / f"mirror-{alias}", source, target, alias, src.topic, extra=flags).start()
+    """``tributary mirror`` (with ``flags``, from ``checkout``) copies ``src`` whole into ``<alias>.<topic>``."""
+    mirror = MirrorDaemon(
+        root / f"mirror-{alias}", source, target, alias, src.topic, extra=flags, checkout=checkout
+    ).start()
     sampler = PySpy(mirror.pid, spy) if spy is not None else None
     dest = f"{alias}.{src.topic}"
     try:
@@ -249,7 +266,7 @@ def shallow_copy(  # noqa: PLR0917 (one call site, in _copy)
         mirror.stop()
     if end_offsets(target, dest) != end_offsets(source, src.topic):
         raise RuntimeError("the shallow copy's partitions do not end where the source's do")
-    return _copied("shallow", src, watched)
+    return _copied(who, src, watched)
 
 
 def confluent_copy(root: Path, source: str, target: str, src: SourceTopic, dest: str, *, spy: Path | None) -> Copy:
@@ -504,6 +521,10 @@ def _copy(  # noqa: PLR0917 (one call site, in run)
     if who == "shallow":
         alias = f"r{round_no}-{src.batch_kib}k"
         return shallow_copy(root, source, target, src, alias, sizes.mirror_flags, spy=spy)
+    if who == "baseline":
+        alias = f"b{round_no}-{src.batch_kib}k"
+        checkout = Path(sizes.baseline_checkout)
+        return shallow_copy(root, source, target, src, alias, sizes.mirror_flags, spy=spy, checkout=checkout, who=who)
     if who == "confluent":
         return confluent_copy(root, source, target, src, f"cf{round_no}.{src.topic}", spy=spy)
     return recompress_copy(root, source, target, src, f"mm{round_no}.{src.topic}", spy=spy)
@@ -525,7 +546,7 @@ def render(result: dict[str, Any]) -> str:
             rows.append([
                 f"{src.batch_kib} KiB", who, f"{_median(mine, 'mb_per_s'):,.1f}",
                 f"{_median(mine, 'records_per_s'):,.0f}", f"{_median(mine, 'cpu_per_gb'):,.2f}",
-                f"{_median(mine, 'sustained_cpu_per_gb'):,.2f}",
+                _figure(_median(mine, "sustained_cpu_per_gb")),
                 f"{_median(mine, 'cpu_us_per_record'):,.2f}", f"{per_batch:,.0f}", str(len(mine)),
                 "" if who == "shallow" or "shallow" not in by_who else f"{_ratio(by_who, who):.1f}x",
             ])  # fmt: skip
@@ -533,10 +554,15 @@ def render(result: dict[str, Any]) -> str:
             cost = _median(by_who["shallow"], "cpu_per_gb")
             sustained = _median(by_who["shallow"], "sustained_cpu_per_gb")
             goal = CPU_GOALS.get(src.batch_kib)
-            if goal is not None:
+            if goal is not None and math.isnan(sustained):
+                goals.append(
+                    f"{src.batch_kib} KiB batches: shallow {cost:.2f} CPU-s/GB over the whole copy; the copy was too "
+                    f"short to tell its sustained cost (goal at most {goal:g} sustained): not judged"
+                )
+            elif goal is not None:
                 goals.append(
                     f"{src.batch_kib} KiB batches: shallow {sustained:.2f} CPU-s/GB sustained (per round: "
-                    f"{', '.join(f'{c.sustained_cpu_per_gb:.2f}' for c in by_who['shallow'])}), {cost:.2f} over the "
+                    f"{', '.join(_figure(c.sustained_cpu_per_gb) for c in by_who['shallow'])}), {cost:.2f} over the "
                     f"whole copy, goal at most {goal:g} sustained: {'met' if sustained <= goal else 'NOT met'}"
                 )
             if "confluent" in by_who:
@@ -546,6 +572,13 @@ def render(result: dict[str, Any]) -> str:
                     f"{', '.join(f'{r:.1f}x' for r in _ratios(by_who, 'confluent'))}), goal at least "
                     f"{PEER_GOAL:g}x: {'met' if ratio >= PEER_GOAL else 'NOT met'}"
                 )
+            if "baseline" in by_who:
+                base = [c.sustained_cpu_per_gb / s.sustained_cpu_per_gb
+                        for s, c in zip(by_who["shallow"], by_who["baseline"], strict=True)]  # fmt: skip
+                goals.append(
+                    f"{src.batch_kib} KiB batches: baseline / shallow sustained CPU per GB "
+                    f"{_figure(statistics.median(base))}x (per round: {', '.join(_figure(r) + 'x' for r in base)})"
+                )
     latency = result["latency"]
     measured = latency["aggregate"]
     lines = [
@@ -554,6 +587,11 @@ def render(result: dict[str, Any]) -> str:
         *(
             [f"shallow mirror flags: {' '.join(result['sizes']['mirror_flags'])}"]
             if result.get("sizes", {}).get("mirror_flags")
+            else []
+        ),
+        *(
+            [f"baseline: the mirror of {result['sizes']['baseline_checkout']} (ratio: its CPU per GB / shallow's)"]
+            if result.get("sizes", {}).get("baseline_checkout")
             else []
         ),
         *(
@@ -600,6 +638,11 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _figure(value: float) -> str:
+    """Two decimals, or "-" for a figure the copy was too short to give (NaN)."""
+    return "-" if math.isnan(value) else f"{value:,.2f}"
+
+
 def _ratios(by_who: dict[str, list[Copy]], peer: str) -> list[float]:
     return [p.cpu_per_gb / s.cpu_per_gb for s, p in zip(by_who["shallow"], by_who[peer], strict=True)]
 
@@ -638,6 +681,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="",
         help="extra flags for the shallow mirror, e.g. '--max-inflight-batches-per-partition 5'",
     )
+    parser.add_argument(
+        "--baseline-checkout",
+        type=Path,
+        default=None,
+        help="another checkout (its compiled module built) whose mirror runs as the 'baseline' copier, "
+        "alternating with this one's against the same servers and topics: an A/B of two commits",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     common.add_process_arguments(parser, "sample the first round's copiers")
     args = parser.parse_args(argv)
@@ -647,6 +697,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--megabytes, --rounds and --batch-kib must be at least 1")
     if args.copiers is not None and not set(args.copiers) <= set(COPIERS):
         parser.error(f"--copiers takes some of {', '.join(COPIERS)}")
+    if args.baseline_checkout is not None and not (args.baseline_checkout / "tributary").is_dir():
+        parser.error(f"--baseline-checkout {args.baseline_checkout}: no tributary package there")
+    if "baseline" in (args.copiers or ()) and args.baseline_checkout is None:
+        parser.error("the baseline copier needs --baseline-checkout")
     sizes = Sizes.pick(args)
     root = Path(tempfile.mkdtemp(prefix="bench-mirror-"))
     machine = common.machine()

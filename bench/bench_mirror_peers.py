@@ -150,16 +150,26 @@ class MirrorDaemon(Server):
     name = "mirror"
 
     def __init__(  # noqa: PLR0917 (the mirror's own flags, in their order)
-        self, workdir: Path, source: str, target: str, alias: str, topics: str, extra: Sequence[str] = ()
+        self,
+        workdir: Path,
+        source: str,
+        target: str,
+        alias: str,
+        topics: str,
+        extra: Sequence[str] = (),
+        checkout: Path = ROOT,
     ) -> None:
         super().__init__(workdir)
+        #: The checkout whose code runs (its ``tributary`` package first on the path).
+        self.checkout = checkout
         self.args = [
             "mirror", "--source", source, "--source-alias", alias, "--target", target, "--topics", topics,
             "--metrics-port", str(self.port), "--metrics-host", "127.0.0.1", *extra,
         ]  # fmt: skip
 
     def start(self) -> MirrorDaemon:
-        self._spawn([sys.executable, "-m", "tributary.deploy.cli", *self.args], dict(os.environ, PYTHONPATH=str(ROOT)))
+        env = dict(os.environ, PYTHONPATH=str(self.checkout))
+        self._spawn([sys.executable, "-m", "tributary.deploy.cli", *self.args], env)
         deadline = time.monotonic() + 60
         while "event=started" not in self.log_path.read_text(errors="replace"):
             if not self.alive():
