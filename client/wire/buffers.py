@@ -3,14 +3,14 @@
 A fresh buffer costs more than its bytes: the kernel maps and zeroes every page on first
 touch, and Python zeroes it once more. On this project's 2-core VM, inside the mirror, a fresh
 8 MB buffer per Fetch response cost 6 ms, a third of the mirror's CPU per GB with 1 MiB
-batches (docs/benchmarks.md). A connection that receives large responses straight into
-buffers (``BrokerConnection`` with a writable response) keeps a few of them here instead.
+batches (docs/benchmarks.md). The connections of a ``Cluster``, which receive large writable
+responses straight into buffers (``BrokerConnection.exchange``), share one pool of them.
 
 A response is handed out as a ``memoryview`` of a pooled buffer, and that buffer is free again
 exactly when the last view of it is gone: every view and every slice of a view keeps the
 buffer referenced, and the pool hands out nothing else, so CPython's reference count of the
 buffer says whether anyone still holds its bytes. A free buffer is reused without being zeroed
-(the response is received over it). Not thread-safe: one connection, one Trio run.
+(the response is received over it). Not thread-safe: one cluster, one Trio run.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ log = logging.getLogger(__name__)
 
 RECEIVE_CHUNK = 256 * 1024
 #: A response taken writable (:meth:`BrokerConnection.exchange`) with at least this much still
-#: to come is received straight into a buffer of its own size rather than in chunks.
+#: to come is received straight into a pooled buffer (``buffers.py``) rather than in chunks.
 DIRECT_RECEIVE_MIN = 64 * 1024
 _MAX_CORRELATION_ID = 2**31 - 1
 
@@ -560,11 +560,12 @@ class BrokerConnection:
                             self._deliver(frame)
                             if self._closed_reason is not None:
                                 return
+                        # (Cheap tests first: most connections never take a writable response.)
                         if (
                             sock is not None
-                            and decoder.missing >= DIRECT_RECEIVE_MIN
                             and in_flight
                             and in_flight[0].writable_response
+                            and decoder.missing >= DIRECT_RECEIVE_MIN
                         ):
                             whole = await self._receive_into(sock, decoder)
                             if whole is None:
@@ -585,9 +586,9 @@ class BrokerConnection:
             self.close(f"was closed after a bad response: {exc}")
 
     async def _receive_into(self, sock: trio.socket.SocketType, decoder: FrameDecoder) -> memoryview | None:
-        """The response frame ``decoder`` has begun, its rest received straight into a buffer
-        of the connection's pool (the kernel's copy is the only one); None if the broker
-        closed the connection first."""
+        """The response frame ``decoder`` has begun, its rest received straight into a pooled
+        buffer (the kernel's copy is the only one); None if the broker closed the connection
+        first."""
         length = decoder.next_length()
         assert length is not None
         if self._buffers is None:
