@@ -54,12 +54,16 @@ def _restart(broker: BrokerProcess, monkeypatch: pytest.MonkeyPatch, phase: str 
 
 
 def _left_before(directory: Path, moment: float) -> list[str]:
-    """The temporary files of a clean in ``directory`` last written before ``moment``."""
+    """The temporary files of a clean in ``directory`` last changed before ``moment``.
+
+    By their ctime: a cleaned ``.log`` gets the mtime of the segments it replaces (retention by
+    time falls back on it), so a clean begun after ``moment`` writes files with older mtimes.
+    """
     left = []
     for path in directory.iterdir():
         if path.suffix in (".cleaned", ".swap"):
             try:
-                if path.stat().st_mtime < moment:
+                if path.stat().st_ctime < moment:
                     left.append(path.name)
             except FileNotFoundError:
                 pass  # a running clean renamed or removed it meanwhile
