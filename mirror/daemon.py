@@ -181,8 +181,11 @@ class Mirror:
             target = await self._open(stack, Cluster(config.target, client_config(config, "target")), "target")
             # Not idempotent: it shares the target connections, which allow more requests in flight
             # than idempotence does, and a duplicated entry is harmless (same key, same value).
+            # Lingering as long as a checkpoint interval: an entry is needed only once a checkpoint
+            # covers its batch, and the checkpoint's flush sends whatever lingers. A short linger
+            # sent a request of a few entries every few milliseconds during a copy.
             async with (
-                Producer(target, acks="all", linger_ms=5, enable_idempotence=False) as producer,
+                Producer(target, acks="all", linger_ms=config.commit_interval_ms, enable_idempotence=False) as producer,
                 trio.open_nursery() as nursery,
             ):
                 topics = AggregateTopics(config, source, target)
