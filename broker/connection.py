@@ -163,11 +163,12 @@ async def _read_frames(conn: _Connection, stream: trio.abc.ReceiveStream, send: 
                     f"frame of {length} bytes exceeds queued.max.request.bytes ({budget.capacity}), "
                     "the memory for all requests in flight"
                 )
-            conn.idle.begin()  # waiting for the budget is the broker's doing, not an idle client
-            try:
-                await conn.budget.acquire(length)
-            finally:
-                conn.idle.end()
+            if not conn.budget.try_acquire(length):
+                conn.idle.begin()  # waiting for the budget is the broker's doing, not an idle client
+                try:
+                    await conn.budget.acquire(length)
+                finally:
+                    conn.idle.end()
             while (frame := decoder.next_frame()) is None:
                 if not await _receive(conn, stream, decoder, min(RECEIVE_CHUNK, max(decoder.missing, READ_AHEAD))):
                     return
@@ -274,11 +275,9 @@ def _context(conn: _Connection, frame: bytes) -> RequestContext:
             if not auth.authenticated
             else f"{_api_name(envelope.api_key)} after SASL authentication completed (no re-authentication)"
         )
-    ctx = RequestContext(
-        broker, envelope, conn.peer, principal=auth.principal, listener=auth.listener, authentication=auth
+    return RequestContext(
+        broker, envelope, conn.peer, auth.principal, auth.listener, auth, [partial(conn.budget.release, len(frame))]
     )
-    ctx.after_send.append(partial(conn.budget.release, len(frame)))
-    return ctx
 
 
 async def _respond(

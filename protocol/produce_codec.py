@@ -199,7 +199,7 @@ def encode_response(response: ProduceResponse, version: int, correlation_id: int
     if version >= _LEADER_HINTS and response.node_endpoints:
         return None
     try:
-        out = [b"", _I32.pack(correlation_id)]
+        out = [_I32.pack(correlation_id)]
         if flexible:
             out.append(_NO_TAGS)  # response header v1
         _array_length(out, len(response.responses), flexible)
@@ -215,8 +215,8 @@ def encode_response(response: ProduceResponse, version: int, correlation_id: int
             out.append(_NO_TAGS)
     except (_Fallback, struct.error, TypeError, AttributeError, UnicodeEncodeError):
         return None
-    out[0] = _I32.pack(sum(len(part) for part in out))
-    return b"".join(out)
+    body = b"".join(out)
+    return _I32.pack(len(body)) + body
 
 
 def _partition(out: list[bytes], p: ProduceResponse.PartitionProduceResponse, version: int, flexible: bool) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import trio
 
+from tributary.broker.cluster.model import ClusterSnapshot
 from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.group.placement import OFFSETS_TOPIC
 from tributary.broker.leader_hints import HINTED_ERRORS, endpoints, leader_hint
@@ -112,10 +113,13 @@ async def _await_replication(
             response.base_offset = -1
 
 
-def _authorized_topics(ctx: RequestContext, request: ProduceRequest) -> dict[str, ErrorCode]:
+def _authorized_topics(ctx: RequestContext, request: ProduceRequest) -> dict[str, ErrorCode] | None:
     """Kafka's checks, made before anything else: Write on the transactional id of a transactional
     producer (else every partition is refused), and Write on each topic (else its partitions are,
-    whether or not it exists). Each topic's code, NONE where it may be written."""
+    whether or not it exists). Each topic's code, NONE where it may be written; None when there
+    is nothing to check (no authorizer: everything may be written)."""
+    if not ctx.broker.authorizer.enabled:
+        return None
     names = {t.name for t in request.topic_data}
     tid = request.transactional_id
     if tid is not None and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
@@ -147,43 +151,11 @@ async def handle_many(requests: Sequence[tuple[RequestContext, ProduceRequest]])
     after them. Only then does an acks=all request wait for its replicas, the requests before it
     having been appended already, as Kafka's broker appends pipelined requests while earlier
     ones wait in purgatory. An acks=0 request that fails closes the connection."""
-    broker = requests[0][0].broker
-    snapshot = broker.snapshot()
+    snapshot = requests[0][0].broker.snapshot()
     now = trio.current_time()
     targets: dict[tuple[str, int], Partition | ErrorCode] = {}
     appends: dict[Partition, list[_Append]] = {}
-    answers: list[list[ProduceResponse.TopicProduceResponse]] = []
-    for n, (ctx, request) in enumerate(requests):
-        authorization = _authorized_topics(ctx, request)
-        topics = []
-        for topic in request.topic_data:
-            partitions = []
-            for data in topic.partition_data:
-                if error := authorization[topic.name] or _refused_outright(request, topic.name, data):
-                    partitions.append(
-                        ProduceResponse.PartitionProduceResponse(index=data.index, error_code=error, base_offset=-1)
-                    )
-                    continue
-                target = targets.get((topic.name, data.index))
-                if target is None:
-                    target = targets[topic.name, data.index] = broker.partitions.lookup(
-                        snapshot, topic.name, data.index
-                    )
-                if isinstance(target, ErrorCode):
-                    partitions.append(
-                        ProduceResponse.PartitionProduceResponse(index=data.index, error_code=target, base_offset=-1)
-                    )
-                    continue
-                assert data.records is not None
-                if request.acks == -1 and (too_few := _too_few_in_sync(ctx, target)) is not None:
-                    too_few.index = data.index
-                    partitions.append(too_few)
-                    continue
-                response = ProduceResponse.PartitionProduceResponse(index=data.index, base_offset=-1)
-                appends.setdefault(target, []).append(_Append(n, topic.name, data.records, response))
-                partitions.append(response)
-            topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
-        answers.append(topics)
+    answers = [_place(n, ctx, request, snapshot, targets, appends) for n, (ctx, request) in enumerate(requests)]
     waits: list[list[tuple[Partition, int, ProduceResponse.PartitionProduceResponse]]] = [[] for _ in requests]
     appended = _append_all(requests, appends, waits)
     for target, items in appended:
@@ -203,6 +175,51 @@ async def handle_many(requests: Sequence[tuple[RequestContext, ProduceRequest]])
             await _await_replication(ctx, wait, now + max(request.timeout_ms, 0) / 1000)
         out.append(_with_leader_hints(ctx, ProduceResponse(responses=topics)))
     return out
+
+
+def _place(  # noqa: PLR0917 (the request, and what the requests share)
+    n: int,
+    ctx: RequestContext,
+    request: ProduceRequest,
+    snapshot: ClusterSnapshot,
+    targets: dict[tuple[str, int], Partition | ErrorCode],
+    appends: dict[Partition, list[_Append]],
+) -> list[ProduceResponse.TopicProduceResponse]:
+    """Request ``n``'s answer, its partitions refused outright answered already, the others
+    queued (in ``appends``) for their partition's append; ``targets``: the partitions looked up."""
+    authorization = _authorized_topics(ctx, request)
+    topics = []
+    for topic in request.topic_data:
+        partitions = []
+        for data in topic.partition_data:
+            error = _refused_outright(request, topic.name, data)
+            if authorization is not None:
+                error = authorization[topic.name] or error
+            if error:
+                partitions.append(
+                    ProduceResponse.PartitionProduceResponse(index=data.index, error_code=error, base_offset=-1)
+                )
+                continue
+            target = targets.get((topic.name, data.index))
+            if target is None:
+                target = targets[topic.name, data.index] = ctx.broker.partitions.lookup(
+                    snapshot, topic.name, data.index
+                )
+            if isinstance(target, ErrorCode):
+                partitions.append(
+                    ProduceResponse.PartitionProduceResponse(index=data.index, error_code=target, base_offset=-1)
+                )
+                continue
+            assert data.records is not None
+            if request.acks == -1 and (too_few := _too_few_in_sync(ctx, target)) is not None:
+                too_few.index = data.index
+                partitions.append(too_few)
+                continue
+            response = ProduceResponse.PartitionProduceResponse(index=data.index, base_offset=-1)
+            appends.setdefault(target, []).append(_Append(n, topic.name, data.records, response))
+            partitions.append(response)
+        topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
+    return topics
 
 
 def _append_all(
@@ -281,5 +298,6 @@ def _with_leader_hints(ctx: RequestContext, response: ProduceResponse) -> Produc
                 p.current_leader = ProduceResponse.LeaderIdAndEpoch(*hint)
                 if hint.leader_id >= 0:
                     named.add(hint.leader_id)
-    response.node_endpoints = [ProduceResponse.NodeEndpoint(*e) for e in endpoints(snapshot, named, ctx.listener)]
+    if named:
+        response.node_endpoints = [ProduceResponse.NodeEndpoint(*e) for e in endpoints(snapshot, named, ctx.listener)]
     return response

@@ -81,6 +81,7 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
 _MAX_CODEC = max(Compression)
+_CODECS = tuple(Compression(codec) for codec in range(_MAX_CODEC + 1))
 _LEGACY_MAGICS = (0, 1)
 
 
@@ -103,7 +104,10 @@ class BatchHeader(NamedTuple):
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & CODEC_MASK)
+        codec = self.attributes & CODEC_MASK
+        # A table, not the enum's call (every append asks, once per batch); an unknown codec,
+        # which parse_batch_header refuses, still raises the enum's ValueError.
+        return _CODECS[codec] if codec < len(_CODECS) else Compression(codec)
 
     @property
     def timestamp_type(self) -> int:
