@@ -51,7 +51,6 @@ _PARTITION_V5 = struct.Struct(">ihqqq")  # ... and log_start_offset
 _NO_TAGS = b"\x00"
 _NULL_STRING = b"\xff\xff"
 _NULL_COMPACT = b"\x00"
-_DEFAULT_LEADER = ProduceResponse.LeaderIdAndEpoch()
 #: The compact length (``n + 1``, one byte) of each small n.
 _SMALL = 0x7F
 _COMPACT_LENGTHS = tuple(bytes((n + 1,)) for n in range(_SMALL))
@@ -138,19 +137,24 @@ def _decode_classic(buf: bytes, pos: int) -> ProduceRequest:
 
 
 def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:
-    size, pos = _uvarint(buf, pos)
+    # One-byte varints (every length below 127) are read inline: a call each cost as much.
+    size = buf[pos]
+    size, pos = (size, pos + 1) if size < 0x80 else _uvarint(buf, pos)
     if size:
         transactional_id: str | None = _text(buf, pos, size - 1)
         pos += size - 1
     else:
         transactional_id = None
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
-    topic_count, pos = _uvarint(buf, pos + 6)
+    pos += 6
+    topic_count = buf[pos]
+    topic_count, pos = (topic_count, pos + 1) if topic_count < 0x80 else _uvarint(buf, pos)
     if not topic_count:
         raise _Fallback  # a null array: the generic codec refuses it
     topics = []
     for _ in range(topic_count - 1):
-        size, pos = _uvarint(buf, pos)
+        size = buf[pos]
+        size, pos = (size, pos + 1) if size < 0x80 else _uvarint(buf, pos)
         if not size:
             raise _Fallback
         name = _text(buf, pos, size - 1)
@@ -165,7 +169,8 @@ def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:
 
 
 def _flexible_partitions(buf: bytes, pos: int) -> tuple[list[ProduceRequest.PartitionProduceData], int]:
-    count, pos = _uvarint(buf, pos)
+    count = buf[pos]
+    count, pos = (count, pos + 1) if count < 0x80 else _uvarint(buf, pos)
     if not count:
         raise _Fallback
     partitions = []
@@ -233,7 +238,8 @@ def _partition(out: list[bytes], p: ProduceResponse.PartitionProduceResponse, ve
                 out.append(_NO_TAGS)
         _nullable_string(out, p.error_message, flexible)
     if flexible:
-        if version >= _LEADER_HINTS and p.current_leader != _DEFAULT_LEADER:
+        leader = p.current_leader
+        if version >= _LEADER_HINTS and (leader.leader_id != -1 or leader.leader_epoch != -1):
             raise _Fallback  # a tagged field: the generic codec writes those
         out.append(_NO_TAGS)
 

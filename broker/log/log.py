@@ -61,7 +61,9 @@ from tributary.protocol.compression import Compression
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError, ProtocolError
 from tributary.protocol.records import (
+    CONTROL_BIT,
     LOG_APPEND_TIME,
+    LOG_OVERHEAD,
     BatchHeader,
     ControlType,
     Marker,
@@ -1079,21 +1081,21 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
     max_message_bytes = config.max_message_bytes
     check_all = config.record_validation == FULL
     batches: list[tuple[int, BatchHeader]] = []
-    pos = 0
-    while pos < len(buf):
+    pos, end = 0, len(buf)
+    while pos < end:
         header = parse_batch_header(buf, pos)
-        if pos + header.size > len(buf):
-            raise CorruptRecordError(f"record batch at {pos} is truncated: {len(buf) - pos} of {header.size} bytes")
+        size = header.batch_length + LOG_OVERHEAD
+        if pos + size > end:
+            raise CorruptRecordError(f"record batch at {pos} is truncated: {end - pos} of {size} bytes")
         # Before the CRC: no point checksumming a batch refused for its size.
-        if header.size > max_message_bytes:
-            raise RecordTooLargeError(header.size, max_message_bytes)
+        if size > max_message_bytes:
+            raise RecordTooLargeError(size, max_message_bytes)
         verify_crc(buf, pos, header)
-        if header.is_control:
+        count = header.record_count
+        if header.attributes & CONTROL_BIT:
             raise InvalidRecordError("clients may not write control batches")
-        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
-            raise InvalidRecordError(
-                f"batch holds {header.record_count} records but spans {header.last_offset_delta + 1} offsets"
-            )
+        if count <= 0 or header.last_offset_delta != count - 1:
+            raise InvalidRecordError(f"batch holds {count} records but spans {header.last_offset_delta + 1} offsets")
         if header.producer_id >= 0 and header.base_sequence < 0:
             raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
         if check_all:
@@ -1102,7 +1104,7 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
                 # Kafka's LogValidator: compaction keeps one record per key, and these have none.
                 raise InvalidRecordError(f"compacted topic cannot accept {keyless} records without a key")
         batches.append((pos, header))
-        pos += header.size
+        pos += size
     if not batches:
         raise InvalidRecordError("no record batches to append")
     return batches
