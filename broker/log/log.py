@@ -67,6 +67,7 @@ from tributary.protocol.records import (
     BatchHeader,
     ControlType,
     Marker,
+    assign_offset_and_epoch,
     build_marker_batch,
     check_records,
     iter_records,
@@ -74,7 +75,6 @@ from tributary.protocol.records import (
     read_marker,
     recompress_batch,
     set_base_offset,
-    set_partition_leader_epoch,
     stamp_log_append_time,
     verify_crc,
 )
@@ -515,30 +515,23 @@ class PartitionLog:
         offset = self.log_end_offset
         buf = parts[0][0] if len(parts) == 1 else bytearray().join(part for part, _ in parts)
         assigned: list[tuple[int, BatchHeader]] = []
-        ends: list[int] = []  # the number of batches assigned after each part
+        spans: list[tuple[int, int, int]] = []  # each part's first offset, last offset and records
         shift = 0
         for part, part_batches in parts:
+            first, count = offset, 0
             for relative, received in part_batches:
                 pos = relative + shift
-                set_base_offset(buf, pos, offset)
-                set_partition_leader_epoch(buf, pos, leader_epoch)
-                header = received._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+                header = assign_offset_and_epoch(buf, pos, received, offset, leader_epoch)
                 if append_time >= 0:
                     header = stamp_log_append_time(buf, pos, header, append_time)
                 assigned.append((pos, header))
-                offset = header.next_offset
+                offset += header.last_offset_delta + 1
+                count += header.record_count
             shift += len(part)
-            ends.append(len(assigned))
+            spans.append((first, offset - 1, count))
         self._write(buf, assigned, now_ms)
-        results = []
-        begin = 0
         log_start_offset = self.log_start_offset
-        for end in ends:
-            first, last = assigned[begin][1], assigned[end - 1][1]
-            count = sum(header.record_count for _, header in assigned[begin:end])
-            results.append(AppendResult(first.base_offset, last.last_offset, append_time, count, log_start_offset))
-            begin = end
-        return results
+        return [AppendResult(first, last, append_time, count, log_start_offset) for first, last, count in spans]
 
     def _fitting(self, parts: list[tuple[bytearray, list[tuple[int, BatchHeader]]]], now_ms: int) -> int:
         """How many of ``parts`` (the first always) one write takes: those that separate appends
@@ -552,8 +545,10 @@ class PartitionLog:
             first_timestamp = segment.first_timestamp()
         offset = self.log_end_offset
         for n, (buf, batches) in enumerate(parts):
-            last_offset = offset + sum(header.last_offset_delta + 1 for _, header in batches) - 1
-            max_timestamp = max(header.max_timestamp for _, header in batches)
+            last_offset, max_timestamp = offset - 1, -1
+            for _, header in batches:
+                last_offset += header.last_offset_delta + 1
+                max_timestamp = max(max_timestamp, header.max_timestamp)
             if self._rolls(size, first_timestamp, created, base, len(buf), max_timestamp, last_offset, now_ms):
                 if n:
                     return n
