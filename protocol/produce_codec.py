@@ -224,7 +224,26 @@ def encode_response(response: ProduceResponse, version: int, correlation_id: int
     return _I32.pack(len(body)) + body
 
 
+#: What follows a partition's offsets when it has no record errors, no message and (v10+) no
+#: leader to name, by version: the record errors' empty array, the null message, the tags.
+_PLAIN_TAIL = {
+    version: (b"\x01\x00\x00" if version >= _FLEXIBLE else b"\x00\x00\x00\x00\xff\xff")
+    if version >= _RECORD_ERRORS
+    else b""
+    for version in range(FIRST_VERSION, LAST_VERSION + 1)
+}
+
+
 def _partition(out: list[bytes], p: ProduceResponse.PartitionProduceResponse, version: int, flexible: bool) -> None:
+    if version >= _LOG_START_OFFSET and not p.record_errors and p.error_message is None:
+        leader = p.current_leader
+        if version < _LEADER_HINTS or (leader.leader_id == -1 and leader.leader_epoch == -1):
+            # The answer to almost every request, in one piece.
+            out.append(
+                _PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset)
+                + _PLAIN_TAIL[version]
+            )
+            return
     if version >= _LOG_START_OFFSET:
         out.append(_PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset))
     else:
