@@ -48,7 +48,7 @@ from tributary.broker.security.authentication import ConnectionAuthentication
 from tributary.broker.security.listeners import PLAINTEXT
 from tributary.broker.security.mechanisms import AuthenticationFailed
 from tributary.broker.security.sasl import Phase, SaslSession
-from tributary.broker.transport import send_parts
+from tributary.broker.transport import receive_some, send_now, send_parts
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.framing import FrameDecoder
 from tributary.protocol.headers import decode_request_header
@@ -70,7 +70,7 @@ class Response:
     close_reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Connection:
     """What the connection's three tasks share."""
 
@@ -79,6 +79,9 @@ class _Connection:
     budget: BudgetLease
     idle: IdleTimer
     auth: ConnectionAuthentication
+    stream: trio.abc.SendStream
+    #: The writer task has responses in hand (see _queue_response).
+    writing: bool = False
 
 
 # Requests read ahead of the one being handled: bounds memory per connection
@@ -113,7 +116,8 @@ async def serve_connection(
         # The idle timer moves this scope's deadline: when it passes, the connection's
         # tasks are cancelled wherever they wait.
         with trio.CancelScope() as idle_scope:
-            conn = _Connection(broker, peer, budget, IdleTimer(idle_scope, broker.config.connections_max_idle_ms), auth)
+            idle = IdleTimer(idle_scope, broker.config.connections_max_idle_ms)
+            conn = _Connection(broker, peer, budget, idle, auth, stream)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_read_frames, conn, stream, send_requests)
                 nursery.start_soon(_write_responses, conn, stream, receive_responses)
@@ -184,7 +188,7 @@ async def _read_frames(conn: _Connection, stream: trio.abc.ReceiveStream, send: 
 
 async def _receive(conn: _Connection, stream: trio.abc.ReceiveStream, decoder: FrameDecoder, max_bytes: int) -> bool:
     """Feed the decoder up to ``max_bytes``; False once the client has closed."""
-    data = await stream.receive_some(max_bytes)
+    data = await receive_some(stream, max_bytes)
     if not data:
         if decoder.buffered:
             log.info("connection %s closed mid-frame (%d bytes buffered)", conn.peer, decoder.buffered)
@@ -253,7 +257,7 @@ async def _answer_token(
     conn.idle.end()
     if isinstance(answer, AuthenticationFailed):
         raise CloseConnection(auth.close_reason or "authentication failed")
-    await _queue_response(responses, Response([struct.pack(">i", len(answer)) + answer], []))
+    await _queue_response(conn, responses, Response([struct.pack(">i", len(answer)) + answer], []))
 
 
 def _context(conn: _Connection, frame: bytes) -> RequestContext:
@@ -297,7 +301,7 @@ async def _respond(
     if parts is None:
         _release(ctx.after_send)
     else:
-        await _queue_response(responses, Response(parts, ctx.after_send, conn.auth.close_reason))
+        await _queue_response(conn, responses, Response(parts, ctx.after_send, conn.auth.close_reason))
 
 
 async def _respond_produce(
@@ -333,7 +337,7 @@ async def _respond_produce(
             parts += answer
             after_send += ctx.after_send
     if parts:
-        await _queue_response(responses, Response(parts, after_send))
+        await _queue_response(conn, responses, Response(parts, after_send))
 
 
 def _queued_frame(receive: trio.MemoryReceiveChannel[bytes]) -> bytes | None:
@@ -363,8 +367,30 @@ async def _next_frame(receive: trio.MemoryReceiveChannel[bytes]) -> bytes | None
         return None
 
 
-async def _queue_response(responses: trio.MemorySendChannel[Response], response: Response) -> None:
-    """Hand a response to the writer, without a checkpoint while there is room (see _next_frame)."""
+async def _queue_response(conn: _Connection, responses: trio.MemorySendChannel[Response], response: Response) -> None:
+    """Hand a response to the writer, without a checkpoint while there is room (see _next_frame).
+
+    When the writer has nothing in hand or queued, a response of bytes alone goes straight to a
+    plain socket instead, as far as it takes it now (transport.send_now): a request that came
+    alone is answered without waking the writer. What the socket does not take goes to the
+    writer, behind which every later response queues, so they still leave in order."""
+    parts = response.parts
+    if (
+        not conn.writing
+        and response.close_reason is None
+        and not responses.statistics().current_buffer_used
+        and all(type(part) is bytes for part in parts)  # no file regions (a fetch's records)
+    ):
+        data = parts[0] if len(parts) == 1 else b"".join(parts)  # type: ignore[arg-type]
+        assert isinstance(data, bytes)
+        sent = send_now(conn.stream, data)
+        if sent is not None:
+            if sent:
+                conn.idle.activity()
+            if sent == len(data):
+                _release(response.after_send)
+                return
+            response = Response([memoryview(data)[sent:]], response.after_send)
     try:
         responses.send_nowait(response)
     except trio.WouldBlock:
@@ -381,6 +407,7 @@ async def _write_responses(
     async with receive:
         try:
             async for first in receive:
+                conn.writing = True
                 batch = [first]
                 while len(batch) < MAX_QUEUED_RESPONSES:
                     try:
@@ -396,6 +423,7 @@ async def _write_responses(
                 closing = next((r.close_reason for r in batch if r.close_reason is not None), None)
                 if closing is not None:
                     raise CloseConnection(closing)
+                conn.writing = False
         finally:
             # Responses never sent (the connection died) still hold segment pins.
             while True:
