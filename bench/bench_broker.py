@@ -44,6 +44,7 @@ broker's default). For the produce shapes the broker's CPU is also given per Pro
 Run from the repository root (about 7 minutes; --quick about 15 s)::
 
     .venv/bin/python -m bench.bench_broker [--quick] [--shapes S,...] [--repeat N] [--json]
+        [--ceiling]       # the produce shapes against bench/null_broker.py too: the client's ceiling
         [--py-spy DIR]    # sample each Tributary broker with py-spy, print its hot spots
         [--profile DIR]   # or run each Tributary broker under cProfile
         [--from-json F]   # print the tables of an earlier --json output
