@@ -44,6 +44,7 @@ broker's default). For the produce shapes the broker's CPU is also given per Pro
 Run from the repository root (about 7 minutes; --quick about 15 s)::
 
     .venv/bin/python -m bench.bench_broker [--quick] [--shapes S,...] [--repeat N] [--json]
+        [--ceiling]       # the produce shapes against bench/null_broker.py too: the client's ceiling
         [--py-spy DIR]    # sample each Tributary broker with py-spy, print its hot spots
         [--profile DIR]   # or run each Tributary broker under cProfile
         [--from-json F]   # print the tables of an earlier --json output
@@ -86,6 +87,7 @@ from .processes import (
     TANSU_PACKAGE,
     TANSU_PACKAGE_VERSION,
     Broker,
+    NullBroker,
     Tansu,
     Tributary,
     ZooKeeper,
@@ -452,6 +454,8 @@ class Run:
     selected: set[str]
     profile: Path | None  # cProfile stats go here
     py_spy: Path | None  # py-spy samples go here
+    #: Run the produce shapes against bench/null_broker.py too: the client's ceiling (--ceiling).
+    ceiling: bool = False
     shapes: dict[str, Shape] = field(default_factory=dict)
     rss: list[tuple[str, str, int | None]] = field(default_factory=list)  # (phase, broker, bytes)
     hot_spots: dict[str, str] = field(default_factory=dict)
@@ -467,6 +471,10 @@ class Run:
 
     def tansu(self, phase: str) -> Tansu:
         return Tansu(self.root / f"{phase}-tansu")
+
+    def null(self, phase: str) -> list[Broker]:
+        """The null broker, when the client's ceiling is asked for."""
+        return [NullBroker(self.root / f"{phase}-null")] if self.ceiling else []
 
     def brokers(self, phase: str, brokers: list[Broker]) -> _Phase:
         return _Phase(self, phase, brokers)
@@ -546,10 +554,11 @@ def phase_produce(run: Run, shape: str, values: Sequence[bytes]) -> None:
     count = run.sizes.batch1 if shape == "produce-batch1" else run.sizes.batch50
     config = PRODUCE_SHAPES[shape]
     log(f"phase {shape}: {count:,} x {SMALL} B per round")
-    with run.brokers(shape, [run.tributary(shape), run.tansu(shape)]) as brokers:
+    with run.brokers(shape, [run.tributary(shape), run.tansu(shape), *run.null(shape)]) as brokers:
         jobs: list[Job] = []
         for who, broker in brokers.items():
-            create_topic(broker, shape)
+            if not isinstance(broker, NullBroker):  # it has every topic already
+                create_topic(broker, shape)
             produce(broker, shape, values, max(100, count // 20), config)  # warm-up
             jobs.append((shape, who, broker, lambda b=broker: produce(b, shape, values, count, config)))
         rounds(run, jobs, run.sizes.produce_rounds)
@@ -594,8 +603,12 @@ def phase_zstd(run: Run, values: Sequence[bytes]) -> None:
     n = run.sizes.zstd
     log(f"phase zstd: {', '.join(wanted)}; {n:,} x {LARGE} B")
     topic = "zstd"
-    with run.brokers("zstd", [run.tributary("zstd"), run.tansu("zstd")]) as brokers:
+    null = run.null("zstd") if "produce-zstd" in wanted else []
+    with run.brokers("zstd", [run.tributary("zstd"), run.tansu("zstd"), *null]) as brokers:
         for broker in brokers.values():
+            if isinstance(broker, NullBroker):  # produce only, and it has every topic already
+                produce(broker, topic, values, max(100, n // 20), PRODUCE_ZSTD)  # warm-up
+                continue
             create_topic(broker, topic)
             # warm-up, and the records consume-zstd reads (the first n) when produce-zstd is not run
             produce(broker, topic, values, n, PRODUCE_ZSTD)
@@ -608,7 +621,9 @@ def phase_zstd(run: Run, values: Sequence[bytes]) -> None:
             ]
         if "consume-zstd" in wanted:
             jobs += [
-                ("consume-zstd", who, b, lambda b=b: consume(b, topic, n, MIB, LARGE)) for who, b in brokers.items()
+                ("consume-zstd", who, b, lambda b=b: consume(b, topic, n, MIB, LARGE))
+                for who, b in brokers.items()
+                if not isinstance(b, NullBroker)
             ]
         rounds(run, jobs, run.sizes.rounds)
 
@@ -779,6 +794,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="producer processes per produce job, the messages split among them (default 1: one librdkafka "
         "client's pipeline; more: the broker's capacity)",
     )
+    parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="run the produce shapes against a broker that stores nothing too (bench/null_broker.py, row 'no "
+        "broker'): what the client sends at most, the most any broker could show against Tansu",
+    )
     common.add_process_arguments(parser, "sample Tributary with py-spy")
     args = parser.parse_args(argv)
     if common.replayed(args, render):
@@ -817,6 +838,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 selected,
                 args.profile.resolve() if args.profile else None,
                 args.py_spy.resolve() if args.py_spy else None,
+                ceiling=args.ceiling,
             )
             for shape in PRODUCE_SHAPES:
                 if shape in selected:

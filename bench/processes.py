@@ -346,8 +346,22 @@ class Tansu(Broker):
         return self
 
 
+class NullBroker(Broker):
+    """bench/null_broker.py: answers Produce without storing anything (the client's ceiling)."""
+
+    name = "null"
+    label = "no broker"
+
+    def start(self) -> NullBroker:
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        self._spawn([sys.executable, "-m", "bench.null_broker", str(self.port)], env)
+        self.wait_ready()
+        return self
+
+
 __all__ = [
     "Broker",
+    "NullBroker",
     "Server",
     "Tansu",
     "Tributary",

@@ -40,19 +40,19 @@ from typing import TYPE_CHECKING
 import trio
 
 from tributary.broker.context import CloseConnection, RequestContext
-from tributary.broker.dispatch import respond
+from tributary.broker.dispatch import decode_produce, respond, respond_produce
 from tributary.broker.handlers.sasl_authenticate import authenticate_token
 from tributary.broker.idle import IdleTimer
 from tributary.broker.request_budget import BudgetLease
 from tributary.broker.security.authentication import ConnectionAuthentication
 from tributary.broker.security.listeners import PLAINTEXT
 from tributary.broker.security.mechanisms import AuthenticationFailed
-from tributary.broker.security.sasl import Phase
-from tributary.broker.transport import send_parts
+from tributary.broker.security.sasl import Phase, SaslSession
+from tributary.broker.transport import receive_some, send_now, send_parts
 from tributary.protocol.errors import ProtocolError
 from tributary.protocol.framing import FrameDecoder
 from tributary.protocol.headers import decode_request_header
-from tributary.protocol.messages import ApiKey
+from tributary.protocol.messages import ApiKey, ProduceRequest
 
 if TYPE_CHECKING:
     from tributary.broker.state import Broker
@@ -70,7 +70,7 @@ class Response:
     close_reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Connection:
     """What the connection's three tasks share."""
 
@@ -79,6 +79,9 @@ class _Connection:
     budget: BudgetLease
     idle: IdleTimer
     auth: ConnectionAuthentication
+    stream: trio.abc.SendStream
+    #: The writer task has responses in hand (see _queue_response).
+    writing: bool = False
 
 
 # Requests read ahead of the one being handled: bounds memory per connection
@@ -113,7 +116,8 @@ async def serve_connection(
         # The idle timer moves this scope's deadline: when it passes, the connection's
         # tasks are cancelled wherever they wait.
         with trio.CancelScope() as idle_scope:
-            conn = _Connection(broker, peer, budget, IdleTimer(idle_scope, broker.config.connections_max_idle_ms), auth)
+            idle = IdleTimer(idle_scope, broker.config.connections_max_idle_ms)
+            conn = _Connection(broker, peer, budget, idle, auth, stream)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_read_frames, conn, stream, send_requests)
                 nursery.start_soon(_write_responses, conn, stream, receive_responses)
@@ -163,11 +167,12 @@ async def _read_frames(conn: _Connection, stream: trio.abc.ReceiveStream, send: 
                     f"frame of {length} bytes exceeds queued.max.request.bytes ({budget.capacity}), "
                     "the memory for all requests in flight"
                 )
-            conn.idle.begin()  # waiting for the budget is the broker's doing, not an idle client
-            try:
-                await conn.budget.acquire(length)
-            finally:
-                conn.idle.end()
+            if not conn.budget.try_acquire(length):
+                conn.idle.begin()  # waiting for the budget is the broker's doing, not an idle client
+                try:
+                    await conn.budget.acquire(length)
+                finally:
+                    conn.idle.end()
             while (frame := decoder.next_frame()) is None:
                 if not await _receive(conn, stream, decoder, min(RECEIVE_CHUNK, max(decoder.missing, READ_AHEAD))):
                     return
@@ -183,7 +188,7 @@ async def _read_frames(conn: _Connection, stream: trio.abc.ReceiveStream, send: 
 
 async def _receive(conn: _Connection, stream: trio.abc.ReceiveStream, decoder: FrameDecoder, max_bytes: int) -> bool:
     """Feed the decoder up to ``max_bytes``; False once the client has closed."""
-    data = await stream.receive_some(max_bytes)
+    data = await receive_some(stream, max_bytes)
     if not data:
         if decoder.buffered:
             log.info("connection %s closed mid-frame (%d bytes buffered)", conn.peer, decoder.buffered)
@@ -196,59 +201,151 @@ async def _receive(conn: _Connection, stream: trio.abc.ReceiveStream, decoder: F
 async def _handle_requests(
     conn: _Connection, receive: trio.MemoryReceiveChannel[bytes], responses: trio.MemorySendChannel[Response]
 ) -> None:
-    broker = conn.broker
     auth = conn.auth
+    # Produce requests taken one after another, not answered yet (see _respond_produce).
+    produce: list[tuple[RequestContext, ProduceRequest]] = []
     async with receive, responses:
-        while (frame := await _next_frame(receive)) is not None:
+        frame = await _next_frame(receive)
+        while frame is not None:
             sasl = auth.sasl
             if sasl is not None and sasl.raw_tokens and sasl.phase is Phase.AUTHENTICATE:
-                # After a v0 SaslHandshake: a raw token, answered with a raw token.
-                answer = await authenticate_token(broker, auth, sasl, frame, conn.peer)
-                conn.budget.release(len(frame))
-                conn.idle.end()
-                if isinstance(answer, AuthenticationFailed):
-                    raise CloseConnection(auth.close_reason or "authentication failed")
-                await _queue_response(responses, Response([struct.pack(">i", len(answer)) + answer], []))
+                await _respond_produce(conn, produce, responses)
+                await _answer_token(conn, sasl, frame, responses)
+                frame = await _next_frame(receive)
                 continue
             try:
-                envelope = decode_request_header(frame)
-            except ProtocolError as exc:
-                if not auth.authenticated:
-                    broker.metrics.authentication_failed(auth.listener, "malformed")
-                raise CloseConnection(f"malformed request header: {exc}") from None
-            if not auth.admits(envelope.api_key):
-                broker.metrics.authentication_failed(auth.listener, "illegal_state")
-                raise CloseConnection(
-                    f"{_api_name(envelope.api_key)} on listener {auth.listener} before SASL authentication completed "
-                    "(until then only ApiVersions, SaslHandshake and SaslAuthenticate are served)"
-                    if not auth.authenticated
-                    else f"{_api_name(envelope.api_key)} after SASL authentication completed (no re-authentication)"
-                )
-            ctx = RequestContext(
-                broker, envelope, conn.peer, principal=auth.principal, listener=auth.listener, authentication=auth
-            )
-            # The frame's bytes count against the budget until its response is on the wire.
-            ctx.after_send.append(partial(conn.budget.release, len(frame)))
-            started = time.perf_counter()
-            try:
-                parts = await respond(ctx, frame)
-            except BaseException:
-                _release(ctx.after_send)
+                ctx = _context(conn, frame)
+                request = decode_produce(ctx, frame)
+            except CloseConnection:
+                # The requests before it are answered as they would have been had they gone alone.
+                await _respond_produce(conn, produce, responses)
                 raise
+            if request is not None:
+                if request.acks == 0:  # its failure closes the connection: answered on its own
+                    await _respond_produce(conn, produce, responses)
+                    produce.append((ctx, request))
+                    await _respond_produce(conn, produce, responses)
+                else:
+                    produce.append((ctx, request))
+                del frame  # its records were copied out; its budget goes with the response
+                # The next request if one is queued already: pipelined Produce requests are
+                # answered together. Else the ones in hand are answered before waiting.
+                frame = _queued_frame(receive)
+                if frame is None:
+                    await _respond_produce(conn, produce, responses)
+                    frame = await _next_frame(receive)
+                continue
+            await _respond_produce(conn, produce, responses)
+            await _respond(conn, ctx, frame, responses)
             del frame  # its memory goes now, not when the next request arrives
-            broker.metrics.request_handled(envelope.api_key, envelope.api_version, time.perf_counter() - started)
-            # Handled: a response the client does not read no longer keeps the connection open.
-            conn.idle.end()
-            if parts is None:
-                _release(ctx.after_send)
-            else:
-                await _queue_response(responses, Response(parts, ctx.after_send, auth.close_reason))
             if auth.close_reason is not None:
                 # The writer closes the connection once that response is out; whatever the
                 # client sends meanwhile is dropped unread.
                 async for ignored in receive:
                     conn.budget.release(len(ignored))
                     conn.idle.end()
+            frame = await _next_frame(receive)
+
+
+async def _answer_token(
+    conn: _Connection, sasl: SaslSession, frame: bytes, responses: trio.MemorySendChannel[Response]
+) -> None:
+    """After a v0 SaslHandshake: a raw token, answered with a raw token."""
+    auth = conn.auth
+    answer = await authenticate_token(conn.broker, auth, sasl, frame, conn.peer)
+    conn.budget.release(len(frame))
+    conn.idle.end()
+    if isinstance(answer, AuthenticationFailed):
+        raise CloseConnection(auth.close_reason or "authentication failed")
+    await _queue_response(conn, responses, Response([struct.pack(">i", len(answer)) + answer], []))
+
+
+def _context(conn: _Connection, frame: bytes) -> RequestContext:
+    """The request's header read, the listener's rules applied: its context, which holds the
+    frame's bytes against the budget until its response is on the wire."""
+    broker = conn.broker
+    auth = conn.auth
+    try:
+        envelope = decode_request_header(frame)
+    except ProtocolError as exc:
+        if not auth.authenticated:
+            broker.metrics.authentication_failed(auth.listener, "malformed")
+        raise CloseConnection(f"malformed request header: {exc}") from None
+    if not auth.admits(envelope.api_key):
+        broker.metrics.authentication_failed(auth.listener, "illegal_state")
+        raise CloseConnection(
+            f"{_api_name(envelope.api_key)} on listener {auth.listener} before SASL authentication completed "
+            "(until then only ApiVersions, SaslHandshake and SaslAuthenticate are served)"
+            if not auth.authenticated
+            else f"{_api_name(envelope.api_key)} after SASL authentication completed (no re-authentication)"
+        )
+    return RequestContext(
+        broker, envelope, conn.peer, auth.principal, auth.listener, auth, [partial(conn.budget.release, len(frame))]
+    )
+
+
+async def _respond(
+    conn: _Connection, ctx: RequestContext, frame: bytes, responses: trio.MemorySendChannel[Response]
+) -> None:
+    """Handle one request and queue its response."""
+    started = time.perf_counter()
+    try:
+        parts = await respond(ctx, frame)
+    except BaseException:
+        _release(ctx.after_send)
+        raise
+    envelope = ctx.envelope
+    conn.broker.metrics.request_handled(envelope.api_key, envelope.api_version, time.perf_counter() - started)
+    # Handled: a response the client does not read no longer keeps the connection open.
+    conn.idle.end()
+    if parts is None:
+        _release(ctx.after_send)
+    else:
+        await _queue_response(conn, responses, Response(parts, ctx.after_send, conn.auth.close_reason))
+
+
+async def _respond_produce(
+    conn: _Connection,
+    requests: list[tuple[RequestContext, ProduceRequest]],
+    responses: trio.MemorySendChannel[Response],
+) -> None:
+    """Answer the Produce requests taken one after another (emptying the list), together
+    (dispatch.respond_produce: each partition's records appended with one write), their
+    responses queued as one: what a client pipelining small requests costs the broker per
+    request drops to the decoding, the record check and the response's bytes."""
+    if not requests:
+        return
+    taken = list(requests)
+    requests.clear()
+    started = time.perf_counter()
+    try:
+        answers = await respond_produce(taken)
+    except BaseException:
+        for ctx, _ in taken:
+            _release(ctx.after_send)
+        raise
+    seconds = time.perf_counter() - started
+    metrics = conn.broker.metrics
+    parts: list[bytes | Sized] = []
+    after_send: list[Callable[[], None]] = []
+    for (ctx, _), answer in zip(taken, answers, strict=True):
+        metrics.request_handled(ctx.envelope.api_key, ctx.envelope.api_version, seconds)
+        conn.idle.end()
+        if answer is None:
+            _release(ctx.after_send)
+        else:
+            parts += answer
+            after_send += ctx.after_send
+    if parts:
+        await _queue_response(conn, responses, Response(parts, after_send))
+
+
+def _queued_frame(receive: trio.MemoryReceiveChannel[bytes]) -> bytes | None:
+    """The next frame if it is queued already (no checkpoint), else None."""
+    try:
+        return receive.receive_nowait()
+    except (trio.WouldBlock, trio.EndOfChannel):
+        return None
 
 
 async def _next_frame(receive: trio.MemoryReceiveChannel[bytes]) -> bytes | None:
@@ -270,8 +367,30 @@ async def _next_frame(receive: trio.MemoryReceiveChannel[bytes]) -> bytes | None
         return None
 
 
-async def _queue_response(responses: trio.MemorySendChannel[Response], response: Response) -> None:
-    """Hand a response to the writer, without a checkpoint while there is room (see _next_frame)."""
+async def _queue_response(conn: _Connection, responses: trio.MemorySendChannel[Response], response: Response) -> None:
+    """Hand a response to the writer, without a checkpoint while there is room (see _next_frame).
+
+    When the writer has nothing in hand or queued, a response of bytes alone goes straight to a
+    plain socket instead, as far as it takes it now (transport.send_now): a request that came
+    alone is answered without waking the writer. What the socket does not take goes to the
+    writer, behind which every later response queues, so they still leave in order."""
+    parts = response.parts
+    if (
+        not conn.writing
+        and response.close_reason is None
+        and not responses.statistics().current_buffer_used
+        and all(type(part) is bytes for part in parts)  # no file regions (a fetch's records)
+    ):
+        data = parts[0] if len(parts) == 1 else b"".join(parts)  # type: ignore[arg-type]
+        assert isinstance(data, bytes)
+        sent = send_now(conn.stream, data)
+        if sent is not None:
+            if sent:
+                conn.idle.activity()
+            if sent == len(data):
+                _release(response.after_send)
+                return
+            response = Response([memoryview(data)[sent:]], response.after_send)
     try:
         responses.send_nowait(response)
     except trio.WouldBlock:
@@ -288,6 +407,7 @@ async def _write_responses(
     async with receive:
         try:
             async for first in receive:
+                conn.writing = True
                 batch = [first]
                 while len(batch) < MAX_QUEUED_RESPONSES:
                     try:
@@ -303,6 +423,7 @@ async def _write_responses(
                 closing = next((r.close_reason for r in batch if r.close_reason is not None), None)
                 if closing is not None:
                     raise CloseConnection(closing)
+                conn.writing = False
         finally:
             # Responses never sent (the connection died) still hold segment pins.
             while True:

@@ -191,3 +191,30 @@ async def respond(ctx: RequestContext, frame: bytes) -> list[bytes | Sized] | No
     if response is None:  # acks=0 produce: Kafka sends nothing back
         return None
     return encode_response_parts(response, envelope.api_version, envelope.correlation_id)
+
+
+def decode_produce(ctx: RequestContext, frame: bytes) -> m.ProduceRequest | None:
+    """The Produce request in ``frame``, for :func:`respond_produce`; None when the frame holds
+    another API, or Produce at a version not served (:func:`respond` answers those). A
+    malformed one raises :class:`CloseConnection`, as in :func:`respond`."""
+    envelope = ctx.envelope
+    if envelope.api_key != ApiKey.PRODUCE or not is_supported(envelope.api_key, envelope.api_version):
+        return None
+    try:
+        request: m.ProduceRequest = decode_request_body(envelope, frame)
+    except ProtocolError as exc:
+        raise CloseConnection(f"malformed PRODUCE v{envelope.api_version}: {exc}") from None
+    return request
+
+
+async def respond_produce(
+    requests: list[tuple[RequestContext, m.ProduceRequest]],
+) -> list[list[bytes | Sized] | None]:
+    """:func:`respond` to Produce requests that came one after another on a connection, answered
+    together (broker/handlers/produce.py, ``handle_many``): their encoded responses, in order,
+    None where nothing is sent back (acks=0)."""
+    answers = await produce.handle_many(requests)
+    return [
+        None if answer is None else encode_response_parts(answer, ctx.api_version, ctx.envelope.correlation_id)
+        for (ctx, _), answer in zip(requests, answers, strict=True)
+    ]

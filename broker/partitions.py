@@ -25,12 +25,13 @@ from collections.abc import Callable, Iterable
 import trio
 
 from tributary.broker.cluster.model import NO_LEADER, AssignmentChange, ClusterSnapshot, PartitionState
-from tributary.broker.log.errors import CorruptLogError
+from tributary.broker.log.errors import CorruptLogError, LogError
 from tributary.broker.log.log import AppendResult, PartitionLog
 from tributary.broker.log.manager import LogManager
 from tributary.broker.replication.leader_state import LeaderState
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.error_codes import ErrorCode
+from tributary.protocol.errors import ProtocolError
 from tributary.protocol.records import ControlType
 
 log = logging.getLogger(__name__)
@@ -151,6 +152,15 @@ class Partition:
             self.notify_appended()
             self.leader_appended()
         return result
+
+    def append_many(self, parts: list[BytesLike], now_ms: int) -> list[AppendResult | LogError | ProtocolError]:
+        """:meth:`append` of each of ``parts`` in turn (see PartitionLog.append_many), each
+        outcome apart; waiters are woken and the high watermark advanced once for them all."""
+        results = self.log.append_many(parts, self.leader_epoch, now_ms)
+        if any(isinstance(result, AppendResult) and not result.duplicate for result in results):
+            self.notify_appended()
+            self.leader_appended()
+        return results
 
     def append_marker(
         self, marker: ControlType, producer_id: int, producer_epoch: int, coordinator_epoch: int, now_ms: int

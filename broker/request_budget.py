@@ -97,6 +97,13 @@ class RequestBudget:
                 self._grant()  # it may have been the head that held the others up
             raise
 
+    def try_acquire(self, size: int) -> bool:
+        """Take ``size`` bytes if they are free now and nobody waits; False (nothing taken) else."""
+        if self._waiters or not self.fits(size) or not self._free(size):
+            return False
+        self.used += size
+        return True
+
     def release(self, size: int) -> None:
         if not 0 <= size <= self.used:
             raise ValueError(f"releasing {size} bytes of a budget with {self.used} in use")
@@ -148,6 +155,14 @@ class BudgetLease:
                 self._budget.held_back -= 1
         await self._budget.acquire(size)
         self.held += size
+
+    def try_acquire(self, size: int) -> bool:
+        """:meth:`acquire` when it would not wait: True once taken, False (nothing taken) when
+        the connection's share or the budget is spent."""
+        if self._over_share(size) or not self._budget.try_acquire(size):
+            return False
+        self.held += size
+        return True
 
     def release(self, size: int) -> None:
         # Never more than is held: a callback that runs after release_all gives back nothing.

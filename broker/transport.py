@@ -92,6 +92,38 @@ async def send_parts(
         progress()
 
 
+async def receive_some(stream: trio.abc.ReceiveStream, max_bytes: int) -> bytes | bytearray:
+    """``stream.receive_some``; from a plain TCP socket with bytes waiting, without trio's trip
+    through the scheduler that comes with every socket call: a client pipelining small requests
+    wakes the reader once per burst, not once per receive plus once per wait. It waits (and is
+    cancelled) only when there is nothing to read."""
+    if type(stream) is not trio.SocketStream:
+        return await stream.receive_some(max_bytes)
+    sock = stream.socket
+    while True:
+        try:
+            return os.read(sock.fileno(), max_bytes)
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(sock)
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"receiving: {exc}") from exc
+
+
+def send_now(stream: trio.abc.SendStream, data: bytes | memoryview) -> int | None:
+    """Write what a plain TCP socket takes of ``data`` right now, without waiting and without a
+    trip through the scheduler: how many bytes that was (0 when its buffer is full), or None for
+    any other stream (TLS, memory), which only ``send_all`` writes to. The caller makes sure no
+    other send is under way on the stream."""
+    if type(stream) is not trio.SocketStream:
+        return None
+    try:
+        return os.write(stream.socket.fileno(), data)
+    except BlockingIOError:
+        return 0
+    except OSError as exc:
+        raise trio.BrokenResourceError(f"sending: {exc}") from exc
+
+
 async def send_region(
     stream: trio.abc.SendStream,
     region: FileRegion,

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sized
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tributary.protocol import codec, produce_codec
 from tributary.protocol.errors import ProtocolError, UnsupportedVersionError
@@ -101,9 +100,9 @@ def encode_response_parts(body: Declared, version: int, correlation_id: int) -> 
     return _framed_writer([(header, response_header_version(api_key, version)), (body, version)]).parts()
 
 
-@dataclass(frozen=True, slots=True)
-class RequestEnvelope:
-    """A request's header and the offset of its body in the frame."""
+class RequestEnvelope(NamedTuple):
+    """A request's header and the offset of its body in the frame. (A named tuple: made for
+    every request, and a third of what a frozen dataclass costs to make.)"""
 
     header: RequestHeader
     body_offset: int

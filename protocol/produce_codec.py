@@ -51,7 +51,6 @@ _PARTITION_V5 = struct.Struct(">ihqqq")  # ... and log_start_offset
 _NO_TAGS = b"\x00"
 _NULL_STRING = b"\xff\xff"
 _NULL_COMPACT = b"\x00"
-_DEFAULT_LEADER = ProduceResponse.LeaderIdAndEpoch()
 #: The compact length (``n + 1``, one byte) of each small n.
 _SMALL = 0x7F
 _COMPACT_LENGTHS = tuple(bytes((n + 1,)) for n in range(_SMALL))
@@ -138,19 +137,24 @@ def _decode_classic(buf: bytes, pos: int) -> ProduceRequest:
 
 
 def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:
-    size, pos = _uvarint(buf, pos)
+    # One-byte varints (every length below 127) are read inline: a call each cost as much.
+    size = buf[pos]
+    size, pos = (size, pos + 1) if size < 0x80 else _uvarint(buf, pos)
     if size:
         transactional_id: str | None = _text(buf, pos, size - 1)
         pos += size - 1
     else:
         transactional_id = None
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
-    topic_count, pos = _uvarint(buf, pos + 6)
+    pos += 6
+    topic_count = buf[pos]
+    topic_count, pos = (topic_count, pos + 1) if topic_count < 0x80 else _uvarint(buf, pos)
     if not topic_count:
         raise _Fallback  # a null array: the generic codec refuses it
     topics = []
     for _ in range(topic_count - 1):
-        size, pos = _uvarint(buf, pos)
+        size = buf[pos]
+        size, pos = (size, pos + 1) if size < 0x80 else _uvarint(buf, pos)
         if not size:
             raise _Fallback
         name = _text(buf, pos, size - 1)
@@ -165,7 +169,8 @@ def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:
 
 
 def _flexible_partitions(buf: bytes, pos: int) -> tuple[list[ProduceRequest.PartitionProduceData], int]:
-    count, pos = _uvarint(buf, pos)
+    count = buf[pos]
+    count, pos = (count, pos + 1) if count < 0x80 else _uvarint(buf, pos)
     if not count:
         raise _Fallback
     partitions = []
@@ -199,7 +204,7 @@ def encode_response(response: ProduceResponse, version: int, correlation_id: int
     if version >= _LEADER_HINTS and response.node_endpoints:
         return None
     try:
-        out = [b"", _I32.pack(correlation_id)]
+        out = [_I32.pack(correlation_id)]
         if flexible:
             out.append(_NO_TAGS)  # response header v1
         _array_length(out, len(response.responses), flexible)
@@ -215,11 +220,30 @@ def encode_response(response: ProduceResponse, version: int, correlation_id: int
             out.append(_NO_TAGS)
     except (_Fallback, struct.error, TypeError, AttributeError, UnicodeEncodeError):
         return None
-    out[0] = _I32.pack(sum(len(part) for part in out))
-    return b"".join(out)
+    body = b"".join(out)
+    return _I32.pack(len(body)) + body
+
+
+#: What follows a partition's offsets when it has no record errors, no message and (v10+) no
+#: leader to name, by version: the record errors' empty array, the null message, the tags.
+_PLAIN_TAIL = {
+    version: (b"\x01\x00\x00" if version >= _FLEXIBLE else b"\x00\x00\x00\x00\xff\xff")
+    if version >= _RECORD_ERRORS
+    else b""
+    for version in range(FIRST_VERSION, LAST_VERSION + 1)
+}
 
 
 def _partition(out: list[bytes], p: ProduceResponse.PartitionProduceResponse, version: int, flexible: bool) -> None:
+    if version >= _LOG_START_OFFSET and not p.record_errors and p.error_message is None:
+        leader = p.current_leader
+        if version < _LEADER_HINTS or (leader.leader_id == -1 and leader.leader_epoch == -1):
+            # The answer to almost every request, in one piece.
+            out.append(
+                _PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset)
+                + _PLAIN_TAIL[version]
+            )
+            return
     if version >= _LOG_START_OFFSET:
         out.append(_PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset))
     else:
@@ -233,7 +257,8 @@ def _partition(out: list[bytes], p: ProduceResponse.PartitionProduceResponse, ve
                 out.append(_NO_TAGS)
         _nullable_string(out, p.error_message, flexible)
     if flexible:
-        if version >= _LEADER_HINTS and p.current_leader != _DEFAULT_LEADER:
+        leader = p.current_leader
+        if version >= _LEADER_HINTS and (leader.leader_id != -1 or leader.leader_epoch != -1):
             raise _Fallback  # a tagged field: the generic codec writes those
         out.append(_NO_TAGS)
 

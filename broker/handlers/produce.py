@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import trio
 
+from tributary.broker.cluster.model import ClusterSnapshot
 from tributary.broker.context import CloseConnection, RequestContext
 from tributary.broker.group.placement import OFFSETS_TOPIC
 from tributary.broker.leader_hints import HINTED_ERRORS, endpoints, leader_hint
 from tributary.broker.log.errors import LogError, StorageError
+from tributary.broker.log.log import AppendResult
 from tributary.broker.partitions import Partition
 from tributary.broker.txn.placement import TRANSACTION_STATE_TOPIC
 from tributary.protocol.acl import AclOperation, ResourceType
@@ -63,22 +67,6 @@ def min_insync_replicas(ctx: RequestContext, topic: str) -> int:
         except ValueError:
             pass  # refused at creation; a foreign tool's junk falls back to the default
     return ctx.broker.config.replication.min_insync_replicas
-
-
-async def _append(partition: Partition, records: bytes) -> tuple[ProduceResponse.PartitionProduceResponse, int]:
-    """Append as the leader; the response and the offset the high watermark must reach for acks=all."""
-    plog = partition.log
-    result = partition.append(records, int(time.time() * 1000))
-    if plog.needs_flush(int(time.time() * 1000)):
-        # The flush policy says this data is acknowledged only once on disk.
-        await trio.to_thread.run_sync(plog.flush)
-    response = ProduceResponse.PartitionProduceResponse(
-        error_code=ErrorCode.NONE,
-        base_offset=result.base_offset,
-        log_append_time_ms=result.log_append_time,
-        log_start_offset=result.log_start_offset,
-    )
-    return response, result.last_offset + 1
 
 
 def _refused_outright(request: ProduceRequest, topic: str, data: ProduceRequest.PartitionProduceData) -> ErrorCode:
@@ -125,10 +113,13 @@ async def _await_replication(
             response.base_offset = -1
 
 
-def _authorized_topics(ctx: RequestContext, request: ProduceRequest) -> dict[str, ErrorCode]:
+def _authorized_topics(ctx: RequestContext, request: ProduceRequest) -> dict[str, ErrorCode] | None:
     """Kafka's checks, made before anything else: Write on the transactional id of a transactional
     producer (else every partition is refused), and Write on each topic (else its partitions are,
-    whether or not it exists). Each topic's code, NONE where it may be written."""
+    whether or not it exists). Each topic's code, NONE where it may be written; None when there
+    is nothing to check (no authorizer: everything may be written)."""
+    if not ctx.broker.authorizer.enabled:
+        return None
     names = {t.name for t in request.topic_data}
     tid = request.transactional_id
     if tid is not None and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
@@ -138,21 +129,82 @@ def _authorized_topics(ctx: RequestContext, request: ProduceRequest) -> dict[str
 
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
-    broker = ctx.broker
-    snapshot = broker.snapshot()
-    deadline = trio.current_time() + max(request.timeout_ms, 0) / 1000
-    waits: list[tuple[Partition, int, ProduceResponse.PartitionProduceResponse]] = []
+    return (await handle_many([(ctx, request)]))[0]
+
+
+@dataclass(slots=True)
+class _Append:
+    """A partition's records in one request, and the response they get."""
+
+    request: int  # which of the requests
+    topic: str
+    records: bytes
+    response: ProduceResponse.PartitionProduceResponse
+
+
+async def handle_many(requests: Sequence[tuple[RequestContext, ProduceRequest]]) -> list[ProduceResponse | None]:
+    """Answer Produce requests that came one after another on one connection, in that order,
+    as answering each in turn would (None for acks=0: no response).
+
+    Each partition's records are appended together (PartitionLog.append_many: one write per
+    segment, each request's outcome apart), and the flush policy is asked once per partition
+    after them. Only then does an acks=all request wait for its replicas, the requests before it
+    having been appended already, as Kafka's broker appends pipelined requests while earlier
+    ones wait in purgatory. An acks=0 request that fails closes the connection."""
+    snapshot = requests[0][0].broker.snapshot()
+    now = trio.current_time()
+    targets: dict[tuple[str, int], Partition | ErrorCode] = {}
+    appends: dict[Partition, list[_Append]] = {}
+    answers = [_place(n, ctx, request, snapshot, targets, appends) for n, (ctx, request) in enumerate(requests)]
+    waits: list[list[tuple[Partition, int, ProduceResponse.PartitionProduceResponse]]] = [[] for _ in requests]
+    appended = _append_all(requests, appends, waits)
+    for target, items in appended:
+        await _flush_if_due(requests, target, items)
+    out: list[ProduceResponse | None] = []
+    for (ctx, request), topics, wait in zip(requests, answers, waits, strict=True):
+        if request.acks == 0:
+            # No response can carry an error: as Kafka does, close the connection so
+            # the producer notices and refreshes its metadata.
+            failed = [(t.name, p.index, p.error_code) for t in topics for p in t.partition_responses if p.error_code]
+            if failed:
+                name, index, failed_code = failed[0]
+                raise CloseConnection(f"acks=0 produce failed: {name}-{index}: {ErrorCode(failed_code).name}")
+            out.append(None)
+            continue
+        if wait:
+            await _await_replication(ctx, wait, now + max(request.timeout_ms, 0) / 1000)
+        out.append(_with_leader_hints(ctx, ProduceResponse(responses=topics)))
+    return out
+
+
+def _place(  # noqa: PLR0917 (the request, and what the requests share)
+    n: int,
+    ctx: RequestContext,
+    request: ProduceRequest,
+    snapshot: ClusterSnapshot,
+    targets: dict[tuple[str, int], Partition | ErrorCode],
+    appends: dict[Partition, list[_Append]],
+) -> list[ProduceResponse.TopicProduceResponse]:
+    """Request ``n``'s answer, its partitions refused outright answered already, the others
+    queued (in ``appends``) for their partition's append; ``targets``: the partitions looked up."""
     authorization = _authorized_topics(ctx, request)
     topics = []
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
-            if error := authorization[topic.name] or _refused_outright(request, topic.name, data):
+            error = _refused_outright(request, topic.name, data)
+            if authorization is not None:
+                error = authorization[topic.name] or error
+            if error:
                 partitions.append(
                     ProduceResponse.PartitionProduceResponse(index=data.index, error_code=error, base_offset=-1)
                 )
                 continue
-            target = broker.partitions.lookup(snapshot, topic.name, data.index)
+            target = targets.get((topic.name, data.index))
+            if target is None:
+                target = targets[topic.name, data.index] = ctx.broker.partitions.lookup(
+                    snapshot, topic.name, data.index
+                )
             if isinstance(target, ErrorCode):
                 partitions.append(
                     ProduceResponse.PartitionProduceResponse(index=data.index, error_code=target, base_offset=-1)
@@ -163,34 +215,71 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 too_few.index = data.index
                 partitions.append(too_few)
                 continue
-            try:
-                response, end = await _append(target, data.records)
-            except Exception as exc:
-                code = _error_for(exc)
-                if not isinstance(exc, StorageError):  # the log says it once per incident
-                    log.info("produce to %s-%d from %s refused: %s: %s", topic.name, data.index, ctx.peer, code.name,
-                             exc)  # fmt: skip
-                response = ProduceResponse.PartitionProduceResponse(
-                    error_code=code, base_offset=-1, error_message=str(exc)
-                )
-            else:
-                broker.metrics.bytes_in(topic.name, len(data.records))
-                if request.acks == -1 and target.replicated:
-                    waits.append((target, end, response))
-            response.index = data.index
+            response = ProduceResponse.PartitionProduceResponse(index=data.index, base_offset=-1)
+            appends.setdefault(target, []).append(_Append(n, topic.name, data.records, response))
             partitions.append(response)
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
-    if request.acks == 0:
-        # No response can carry an error: as Kafka does, close the connection so
-        # the producer notices and refreshes its metadata.
-        failed = [(t.name, p.index, p.error_code) for t in topics for p in t.partition_responses if p.error_code]
-        if failed:
-            name, index, failed_code = failed[0]
-            raise CloseConnection(f"acks=0 produce failed: {name}-{index}: {ErrorCode(failed_code).name}")
-        return None
-    if waits:
-        await _await_replication(ctx, waits, deadline)
-    return _with_leader_hints(ctx, ProduceResponse(responses=topics))
+    return topics
+
+
+def _append_all(
+    requests: Sequence[tuple[RequestContext, ProduceRequest]],
+    appends: dict[Partition, list[_Append]],
+    waits: list[list[tuple[Partition, int, ProduceResponse.PartitionProduceResponse]]],
+) -> list[tuple[Partition, list[_Append]]]:
+    """Each partition's records appended, in request order; the responses filled in. The
+    partitions that took something, for the flush policy."""
+    appended = []
+    metrics = requests[0][0].broker.metrics
+    for target, items in appends.items():
+        now_ms = int(time.time() * 1000)
+        try:
+            outcomes: Sequence[object] = target.append_many([item.records for item in items], now_ms)
+        except LogError as exc:  # the log closed under us, the disk failed: every part alike
+            outcomes = [exc.with_traceback(None)] * len(items)
+        took = []
+        for item, outcome in zip(items, outcomes, strict=True):
+            response = item.response
+            if isinstance(outcome, Exception):
+                _refused(requests[item.request][0], item, outcome)
+                continue
+            assert isinstance(outcome, AppendResult)
+            response.base_offset = outcome.base_offset
+            response.log_append_time_ms = outcome.log_append_time
+            response.log_start_offset = outcome.log_start_offset
+            metrics.bytes_in(item.topic, len(item.records))
+            if requests[item.request][1].acks == -1 and target.replicated:
+                waits[item.request].append((target, outcome.last_offset + 1, response))
+            took.append(item)
+        if took:
+            appended.append((target, took))
+    return appended
+
+
+def _refused(ctx: RequestContext, item: _Append, exc: Exception) -> None:
+    code = _error_for(exc)
+    response = item.response
+    if not isinstance(exc, StorageError):  # the log says it once per incident
+        log.info("produce to %s-%d from %s refused: %s: %s", item.topic, response.index, ctx.peer, code.name, exc)
+    response.error_code = code
+    response.base_offset = -1
+    response.log_append_time_ms = -1
+    response.log_start_offset = -1
+    response.error_message = str(exc)
+
+
+async def _flush_if_due(
+    requests: Sequence[tuple[RequestContext, ProduceRequest]], target: Partition, items: list[_Append]
+) -> None:
+    """The flush policy says this data is acknowledged only once on disk: flush before answering."""
+    plog = target.log
+    if not plog.needs_flush(int(time.time() * 1000)):
+        return
+    try:
+        await trio.to_thread.run_sync(plog.flush)
+    except LogError as exc:
+        for item in items:
+            _refused(requests[item.request][0], item, exc)
 
 
 #: From this version a refused partition names its leader, and the response its address (KIP-951).
@@ -209,5 +298,6 @@ def _with_leader_hints(ctx: RequestContext, response: ProduceResponse) -> Produc
                 p.current_leader = ProduceResponse.LeaderIdAndEpoch(*hint)
                 if hint.leader_id >= 0:
                     named.add(hint.leader_id)
-    response.node_endpoints = [ProduceResponse.NodeEndpoint(*e) for e in endpoints(snapshot, named, ctx.listener)]
+    if named:
+        response.node_endpoints = [ProduceResponse.NodeEndpoint(*e) for e in endpoints(snapshot, named, ctx.listener)]
     return response

@@ -33,6 +33,7 @@ from tributary.broker.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCach
 from tributary.broker.log.errors import (
     InvalidRecordError,
     LogClosedError,
+    LogError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
@@ -60,10 +61,13 @@ from tributary.protocol.compression import Compression
 from tributary.protocol.crc32c import BytesLike
 from tributary.protocol.errors import CorruptRecordError, ProtocolError
 from tributary.protocol.records import (
+    CONTROL_BIT,
     LOG_APPEND_TIME,
+    LOG_OVERHEAD,
     BatchHeader,
     ControlType,
     Marker,
+    assign_offset_and_epoch,
     build_marker_batch,
     check_records,
     iter_records,
@@ -71,7 +75,6 @@ from tributary.protocol.records import (
     read_marker,
     recompress_batch,
     set_base_offset,
-    set_partition_leader_epoch,
     stamp_log_append_time,
     verify_crc,
 )
@@ -410,40 +413,176 @@ class PartitionLog:
         offset commits), as Kafka's AppendOrigin.COORDINATOR: their sequence numbers are not
         the producer's and are not checked, but epochs fence as for a client."""
         self._check_open()
+        buf, batches = self._validated(records, recompress=not coordinator)
+        if not coordinator:
+            return self._append_validated(buf, batches, leader_epoch, now_ms)
+        self._producers.check_coordinator_batches(header for _, header in batches)
+        return self._append_checked([(buf, batches)], leader_epoch, now_ms)[0]
+
+    def append_many(
+        self, parts: Sequence[BytesLike], leader_epoch: int, now_ms: int
+    ) -> list[AppendResult | LogError | ProtocolError]:
+        """What :meth:`append` does to each of ``parts`` in turn (the records of a connection's
+        pipelined Produce requests to this partition, in the order they came), each part's
+        outcome apart: its result, or the error that refused it, in which case nothing of that
+        part is written and the parts after it fare as they would after a refused append.
+
+        The parts that pass are written together: one write and one pass over the bookkeeping
+        per segment they land in, instead of one per part. They land where separate appends
+        would have put them (a part that would have rolled the segment starts a new write in
+        a new segment). A retried batch or a refused sequence among them sends every part
+        through :meth:`append`'s path on its own instead, so duplicates and producer errors are
+        answered exactly as separate appends answer them. A failed write fails the parts of
+        that write and every part after it (the client retries them)."""
+        self._check_open()
+        outcomes: list[AppendResult | LogError | ProtocolError | None] = []
+        valid: list[tuple[int, bytearray, list[tuple[int, BatchHeader]]]] = []
+        for records in parts:
+            try:
+                buf, batches = self._validated(records)
+            except (LogError, ProtocolError) as exc:
+                # Kept without its traceback, whose frames would hold what the check held (a
+                # decompressor, its window), through a cycle, until the collector runs.
+                outcomes.append(exc.with_traceback(None))
+                continue
+            valid.append((len(outcomes), buf, batches))
+            outcomes.append(None)
+        try:
+            together = self._producers.check(h for _, _, batches in valid for _, h in batches) is None
+        except LogError:
+            together = False
+        if not together:
+            for i, buf, batches in valid:
+                try:
+                    outcomes[i] = self._append_validated(buf, batches, leader_epoch, now_ms)
+                except LogError as exc:
+                    outcomes[i] = exc.with_traceback(None)
+        else:
+            prepared = [(buf, batches) for _, buf, batches in valid]
+            start = 0
+            while start < len(valid):
+                end = start + self._fitting(prepared[start:], now_ms)
+                try:
+                    results = self._append_checked(prepared[start:end], leader_epoch, now_ms)
+                except StorageError as exc:
+                    for i, _, _ in valid[start:]:
+                        outcomes[i] = exc.with_traceback(None)
+                    break
+                for (i, _, _), result in zip(valid[start:end], results, strict=True):
+                    outcomes[i] = result
+                start = end
+        done = [outcome for outcome in outcomes if outcome is not None]
+        assert len(done) == len(parts)
+        return done
+
+    def _validated(
+        self, records: BytesLike, *, recompress: bool = True
+    ) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+        """The records copied into a buffer of their own, and their batches, all checked (and
+        recompressed when the topic's compression.type names a codec, unless a coordinator
+        wrote them)."""
         config = self.config
         buf = bytearray(records)
         batches = _validate(buf, config)
-        if coordinator:
-            self._producers.check_coordinator_batches(header for _, header in batches)
-            duplicate = None
-        else:
-            if config.stored_codec is not None:
-                # compression.type names a codec: the one place an append decompresses.
-                buf, batches = _recompressed(buf, batches, config.stored_codec, config)
-            duplicate = self._producers.check(header for _, header in batches)
+        if recompress and config.stored_codec is not None:
+            # compression.type names a codec: the one place an append decompresses.
+            buf, batches = _recompressed(buf, batches, config.stored_codec, config)
+        return buf, batches
+
+    def _append_validated(
+        self, buf: bytearray, batches: list[tuple[int, BatchHeader]], leader_epoch: int, now_ms: int
+    ) -> AppendResult:
+        """One client append whose batches passed :meth:`_validated`: the producers' check, then
+        the write (nothing, for a retry of batches already in the log)."""
+        duplicate = self._producers.check(header for _, header in batches)
         if duplicate is not None:
             return AppendResult(
                 duplicate.first_offset,
                 duplicate.last_offset,
-                duplicate.timestamp if config.log_append_time else -1,
+                duplicate.timestamp if self.config.log_append_time else -1,
                 duplicate.last_offset - duplicate.first_offset + 1,
                 self.log_start_offset,
                 duplicate=True,
             )
-        append_time = now_ms if config.log_append_time else -1
+        return self._append_checked([(buf, batches)], leader_epoch, now_ms)[0]
+
+    def _append_checked(
+        self, parts: list[tuple[bytearray, list[tuple[int, BatchHeader]]]], leader_epoch: int, now_ms: int
+    ) -> list[AppendResult]:
+        """Offsets, this leader's epoch (and the append time, under LogAppendTime) stamped on the
+        batches of ``parts``, which are written with one write; each part's result."""
+        append_time = now_ms if self.config.log_append_time else -1
         offset = self.log_end_offset
+        buf = parts[0][0] if len(parts) == 1 else bytearray().join(part for part, _ in parts)
         assigned: list[tuple[int, BatchHeader]] = []
-        for pos, received in batches:
-            set_base_offset(buf, pos, offset)
-            set_partition_leader_epoch(buf, pos, leader_epoch)
-            header = received._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
-            if append_time >= 0:
-                header = stamp_log_append_time(buf, pos, header, append_time)
-            assigned.append((pos, header))
-            offset = header.next_offset
-        count = self._write(buf, assigned, now_ms)
-        first, last = assigned[0][1], assigned[-1][1]
-        return AppendResult(first.base_offset, last.last_offset, append_time, count, self.log_start_offset)
+        spans: list[tuple[int, int, int]] = []  # each part's first offset, last offset and records
+        shift = 0
+        for part, part_batches in parts:
+            first, count = offset, 0
+            for relative, received in part_batches:
+                pos = relative + shift
+                header = assign_offset_and_epoch(buf, pos, received, offset, leader_epoch)
+                if append_time >= 0:
+                    header = stamp_log_append_time(buf, pos, header, append_time)
+                assigned.append((pos, header))
+                offset += header.last_offset_delta + 1
+                count += header.record_count
+            shift += len(part)
+            spans.append((first, offset - 1, count))
+        self._write(buf, assigned, now_ms)
+        log_start_offset = self.log_start_offset
+        return [AppendResult(first, last, append_time, count, log_start_offset) for first, last, count in spans]
+
+    def _fitting(self, parts: list[tuple[bytearray, list[tuple[int, BatchHeader]]]], now_ms: int) -> int:
+        """How many of ``parts`` (the first always) one write takes: those that separate appends
+        would have put in the same segment as the first (:meth:`_maybe_roll`'s rules, the
+        index's fullness aside: it is looked at before each write)."""
+        if len(parts) == 1:
+            return 1
+        segment = self._segments[-1]
+        size, base, first_timestamp, created = segment.size, segment.base_offset, -1, segment.created_ms
+        if size:
+            first_timestamp = segment.first_timestamp()
+        offset = self.log_end_offset
+        for n, (buf, batches) in enumerate(parts):
+            last_offset, max_timestamp = offset - 1, -1
+            for _, header in batches:
+                last_offset += header.last_offset_delta + 1
+                max_timestamp = max(max_timestamp, header.max_timestamp)
+            if self._rolls(size, first_timestamp, created, base, len(buf), max_timestamp, last_offset, now_ms):
+                if n:
+                    return n
+                size, base, first_timestamp, created = 0, offset, -1, now_ms  # the first part rolls
+            if not size:
+                first_timestamp = batches[0][1].max_timestamp
+            size += len(buf)
+            offset = last_offset + 1
+        return len(parts)
+
+    def _rolls(  # noqa: PLR0917 (the segment's figures and the append's, side by side)
+        self,
+        segment_size: int,
+        first_timestamp: int,
+        created_ms: int,
+        base_offset: int,
+        size: int,
+        max_timestamp: int,
+        last_offset: int,
+        now_ms: int,
+    ) -> bool:
+        """Whether an append of ``size`` bytes rolls a segment holding ``segment_size`` (as Kafka:
+        segment.bytes, segment.ms (or, compacted, max.compaction.lag.ms if shorter) measured in
+        record time from the segment's first batch, in broker time only when batches carry no
+        timestamps, and the offsets a segment's index can hold). An empty segment never rolls."""
+        if not segment_size:
+            return False
+        config = self.config
+        waited = max_timestamp - first_timestamp if first_timestamp >= 0 else now_ms - created_ms
+        return (
+            segment_size + size > config.segment_bytes
+            or waited > config.roll_ms
+            or last_offset - base_offset > INT32_MAX
+        )
 
     def append_marker(
         self,
@@ -538,18 +677,10 @@ class PartitionLog:
         segment = self._segments[-1]
         if not segment.size:
             return segment
-        config = self.config
-        # As Kafka: segment.ms (or, compacted, max.compaction.lag.ms if shorter) is measured
-        # in record time from the segment's first batch, in broker time only when batches
-        # carry no timestamps.
-        first_timestamp = segment.first_timestamp()
-        waited = max_timestamp - first_timestamp if first_timestamp >= 0 else now_ms - segment.created_ms
-        if (
-            segment.size + size > config.segment_bytes
-            or waited > config.roll_ms
-            or segment.index_full(config.segment_index_bytes)
-            or last_offset - segment.base_offset > INT32_MAX
-        ):
+        if self._rolls(
+            segment.size, segment.first_timestamp(), segment.created_ms, segment.base_offset,
+            size, max_timestamp, last_offset, now_ms,
+        ) or segment.index_full(self.config.segment_index_bytes):  # fmt: skip
             return self._roll(now_ms)
         return segment
 
@@ -945,21 +1076,21 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
     max_message_bytes = config.max_message_bytes
     check_all = config.record_validation == FULL
     batches: list[tuple[int, BatchHeader]] = []
-    pos = 0
-    while pos < len(buf):
+    pos, end = 0, len(buf)
+    while pos < end:
         header = parse_batch_header(buf, pos)
-        if pos + header.size > len(buf):
-            raise CorruptRecordError(f"record batch at {pos} is truncated: {len(buf) - pos} of {header.size} bytes")
+        size = header.batch_length + LOG_OVERHEAD
+        if pos + size > end:
+            raise CorruptRecordError(f"record batch at {pos} is truncated: {end - pos} of {size} bytes")
         # Before the CRC: no point checksumming a batch refused for its size.
-        if header.size > max_message_bytes:
-            raise RecordTooLargeError(header.size, max_message_bytes)
+        if size > max_message_bytes:
+            raise RecordTooLargeError(size, max_message_bytes)
         verify_crc(buf, pos, header)
-        if header.is_control:
+        count = header.record_count
+        if header.attributes & CONTROL_BIT:
             raise InvalidRecordError("clients may not write control batches")
-        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
-            raise InvalidRecordError(
-                f"batch holds {header.record_count} records but spans {header.last_offset_delta + 1} offsets"
-            )
+        if count <= 0 or header.last_offset_delta != count - 1:
+            raise InvalidRecordError(f"batch holds {count} records but spans {header.last_offset_delta + 1} offsets")
         if header.producer_id >= 0 and header.base_sequence < 0:
             raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
         if check_all:
@@ -968,7 +1099,7 @@ def _validate(buf: bytearray, config: LogConfig) -> list[tuple[int, BatchHeader]
                 # Kafka's LogValidator: compaction keeps one record per key, and these have none.
                 raise InvalidRecordError(f"compacted topic cannot accept {keyless} records without a key")
         batches.append((pos, header))
-        pos += header.size
+        pos += size
     if not batches:
         raise InvalidRecordError("no record batches to append")
     return batches

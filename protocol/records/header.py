@@ -57,6 +57,9 @@ _ATTRIBUTES_OFFSET = _CRC_START
 _PRODUCER_ID_OFFSET = _field_offset("producer_id")
 _MAX_TIMESTAMP_OFFSET = _field_offset("max_timestamp")
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+# baseOffset, batchLength (written back as it was), partitionLeaderEpoch.
+_OFFSET_AND_EPOCH = struct.Struct(">qii")
+assert _OFFSET_AND_EPOCH.size == _LEADER_EPOCH_OFFSET + 4 and _BASE_OFFSET_OFFSET == 0
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -81,6 +84,7 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
 _MAX_CODEC = max(Compression)
+_CODECS = tuple(Compression(codec) for codec in range(_MAX_CODEC + 1))
 _LEGACY_MAGICS = (0, 1)
 
 
@@ -103,7 +107,10 @@ class BatchHeader(NamedTuple):
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & CODEC_MASK)
+        codec = self.attributes & CODEC_MASK
+        # A table, not the enum's call (every append asks, once per batch); an unknown codec,
+        # which parse_batch_header refuses, still raises the enum's ValueError.
+        return _CODECS[codec] if codec < len(_CODECS) else Compression(codec)
 
     @property
     def timestamp_type(self) -> int:
@@ -219,6 +226,15 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, offset: int) -> None:
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     """Rewrites partitionLeaderEpoch in place. It lies outside the CRC, which stays valid."""
     _I32.pack_into(buf, pos + _LEADER_EPOCH_OFFSET, epoch)
+
+
+def assign_offset_and_epoch(
+    buf: bytearray | memoryview, pos: int, header: BatchHeader, offset: int, epoch: int
+) -> BatchHeader:
+    """A leader's append: baseOffset and partitionLeaderEpoch rewritten in place (both outside
+    the CRC, which stays valid) with one pack; the header as it now reads."""
+    _OFFSET_AND_EPOCH.pack_into(buf, pos, offset, header[1], epoch)
+    return tuple.__new__(BatchHeader, (offset, header[1], epoch, *header[3:]))
 
 
 def rewrite_crc(buf: bytearray | memoryview, pos: int = 0) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from tributary.broker.transport import send_parts
+from tributary.broker.transport import receive_some, send_now, send_parts
 
 
 @dataclass
@@ -78,3 +78,35 @@ async def test_sendfile_path_over_tcp(tmp_path: Path) -> None:
         assert bytes(received) == expected
     finally:
         os.close(fd)
+
+
+async def test_send_now_writes_what_the_socket_takes_and_receive_some_reads_it_in_order() -> None:
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    client = await trio.open_tcp_stream("127.0.0.1", port)
+    server = await listeners[0].accept()
+    data = os.urandom(64 * 1024 * 1024)  # more than loopback buffers hold while nobody reads
+    async with client, server:
+        sent = send_now(server, data)
+        assert sent is not None and sent > 0
+        while taken := send_now(server, memoryview(data)[sent:]):  # until the buffers are full
+            sent += taken
+        assert sent < len(data)  # full: nothing more taken, and nothing waited for
+        received = bytearray()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.send_all, memoryview(data)[sent:])
+            while len(received) < len(data):
+                chunk = await receive_some(client, 1 << 20)
+                assert chunk
+                received += chunk
+        assert bytes(received) == data
+        await server.aclose()
+        assert await receive_some(client, 1024) == b""  # the peer closed
+    await listeners[0].aclose()
+
+
+async def test_send_now_leaves_other_streams_to_send_all() -> None:
+    send, receive = trio.testing.memory_stream_pair()
+    assert send_now(send, b"x") is None
+    await send.send_all(b"y")
+    assert await receive_some(receive, 10) == b"y"

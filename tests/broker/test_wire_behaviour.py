@@ -192,6 +192,47 @@ def test_many_pipelined_produces_are_appended_in_order(broker: BrokerProcess) ->
         assert values(fetch_bytes(conn, topic)) == [b"%d" % i for i in range(count)]
 
 
+def test_pipelined_produces_keep_each_requests_outcome(broker: BrokerProcess) -> None:
+    """Produce requests queued one after another are appended together (one write per
+    partition); each still gets what it would have got alone: a refused batch, an unknown
+    partition or another API between them changes nothing for the others."""
+    corrupt = bytearray(batch(b"bad"))
+    corrupt[-1] ^= 0xFF
+    with connect(broker) as conn:
+        topic = create_topic(conn, partitions=2)
+        requests: list[tuple[int, int, object]] = [
+            (ApiKey.PRODUCE, PRODUCE_V, produce_request(topic, {0: batch(b"a")})),
+            (ApiKey.PRODUCE, PRODUCE_V, produce_request(topic, {0: bytes(corrupt)})),
+            (ApiKey.PRODUCE, PRODUCE_V, produce_request(topic, {1: batch(b"x")}, acks=1)),
+            (ApiKey.PRODUCE, PRODUCE_V, produce_request(topic, {0: batch(b"b1", b"b2")}, acks=1)),
+            (ApiKey.PRODUCE, PRODUCE_V, produce_request(topic, {7: batch(b"nowhere")})),
+            (ApiKey.PRODUCE, PRODUCE_V, produce_request(topic, {0: batch(b"c"), 1: batch(b"y")})),
+            (ApiKey.LIST_OFFSETS, LIST_OFFSETS_V, list_offsets_request(topic, LATEST)),
+            (ApiKey.PRODUCE, PRODUCE_V, produce_request(topic, {0: batch(b"d")})),
+        ]
+        with _open(broker) as sock:
+            sock.sendall(b"".join(raw_request(body, v, i) for i, (_, v, body) in enumerate(requests)))
+            answers = [decode(key, v, receive_one(sock)) for key, v, _ in requests]
+        assert [c for c, _ in answers] == list(range(len(requests)))
+        outcomes = [
+            [(p.index, p.error_code, p.base_offset) for t in body.responses for p in t.partition_responses]
+            for key, (_, body) in zip([r[0] for r in requests], answers, strict=True)
+            if key == ApiKey.PRODUCE
+        ]
+        assert outcomes == [
+            [(0, ErrorCode.NONE, 0)],
+            [(0, ErrorCode.CORRUPT_MESSAGE, -1)],
+            [(1, ErrorCode.NONE, 0)],
+            [(0, ErrorCode.NONE, 1)],
+            [(7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)],
+            [(0, ErrorCode.NONE, 3), (1, ErrorCode.NONE, 1)],
+            [(0, ErrorCode.NONE, 4)],
+        ]
+        assert answers[6][1].topics[0].partitions[0].offset == 4  # before the last produce, after the others
+        assert values(fetch_bytes(conn, topic)) == [b"a", b"b1", b"b2", b"c", b"d"]
+        assert values(fetch_bytes(conn, topic, partition=1)) == [b"x", b"y"]
+
+
 # --- topic names ---------------------------------------------------------------------------------
 
 
