@@ -12,6 +12,7 @@ the task, naming the range.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 
@@ -89,6 +90,17 @@ class _Columns:
 
 def read_range(fetcher: BlockingFetcher, r: Range) -> Iterator[pa.RecordBatch]:
     """The records of ``[r.start, r.end)`` as Arrow batches."""
+    # What is alive as a range starts (the modules: pyspark's, pyarrow's, ours; what earlier
+    # ranges of the process kept) is collected once and moved out of the cyclic garbage
+    # collector's sight. The decode makes a Record per record, and the collections they set off,
+    # full ones included, walked all of those objects: 7% of a plain process's CPU in a load,
+    # more in a Spark Python worker whose heap holds pyspark too; and Spark's daemon collects
+    # after every task of a reused worker (pyspark/daemon.py), about 50 ms of CPU a task
+    # (docs/benchmarks.md, Loader). The collection first, so that no garbage cycle is frozen:
+    # after the first range it walks only what the previous range left. Frozen objects are still
+    # freed when their last reference goes.
+    gc.collect()
+    gc.freeze()
     columns = _Columns(r)
     reached = r.start
     try:

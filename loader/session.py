@@ -21,6 +21,9 @@ from tributary.loader.package import build_archive
 #: CPU-s instead of 4.3-7.8, and the session's start at 4.5 CPU-s instead of 8-9
 #: (docs/benchmarks.md, Loader). Not for Spark's own writer, whose JVM does the writing.
 LIGHT_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+#: The Python daemon of a local session's workers: pyspark's, importing the installed pyspark
+#: rather than compiling it from Spark's zip anew in every load (loader/daemon.py).
+LOCAL_DAEMON_MODULE = "tributary.loader.daemon"
 
 
 def start_session(master: str | None, *, light_driver: bool = False) -> SparkSession:
@@ -50,6 +53,8 @@ def start_session(master: str | None, *, light_driver: bool = False) -> SparkSes
     local = (master if master is not None else conf.get("spark.master", "")).startswith("local")
     if light_driver and local and not conf.contains("spark.driver.extraJavaOptions"):
         builder = builder.config("spark.driver.extraJavaOptions", LIGHT_DRIVER_JAVA_OPTIONS)
+    if local and not conf.contains("spark.python.daemon.module"):
+        builder = builder.config("spark.python.daemon.module", LOCAL_DAEMON_MODULE)
     # Executors in processes of their own get the test hooks' settings (hooks.py) too.
     for name in EXECUTOR_ENV:
         if name in os.environ:

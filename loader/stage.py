@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from tributary.client.security.settings import PLAINTEXT, SecurityConfig
 from tributary.loader.errors import LoadError
@@ -26,7 +25,7 @@ from tributary.loader.hadoop import HadoopFS
 from tributary.loader.plan import Plan
 from tributary.loader.read import read_ranges
 from tributary.loader.schema import PARTITION_COLUMNS, RANGE_SCHEMA, SPARK_SCHEMA
-from tributary.loader.write import HIVE_NULL, PARQUET_COMPRESSION, WRITTEN_SCHEMA, write_ranges
+from tributary.loader.write import HIVE_NULL, PARQUET_COMPRESSION, Written, write_ranges
 
 _HIVE_NULL = HIVE_NULL
 _MS_PER_HOUR = 3_600_000
@@ -85,14 +84,17 @@ def write_staging(
     With the ``arrow`` writer, the staged files (the tasks describe what they wrote); with
     ``spark``, None: :func:`describe_staging` then reads them back."""
     rows = [(r.topic, r.partition, r.start, r.end) for r in plan.ranges]
-    ranges = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), RANGE_SCHEMA)
     if writer == "arrow":
+        # A plain RDD: one Python worker per task runs the read and the write, and hands back
+        # a few descriptions (write.write_ranges says why not a DataFrame).
         spark.sparkContext.setJobDescription(f"tributary load {plan.run}: read {len(rows)} ranges into staging")
         root = data_uri(staging)
-        written = ranges.mapInArrow(
-            functools.partial(write_ranges, bootstrap, security, root), WRITTEN_SPARK_SCHEMA
+        tasks = spark.sparkContext.parallelize(rows, len(rows))
+        written: list[Written] = tasks.mapPartitions(
+            functools.partial(write_ranges, bootstrap, security, root)
         ).collect()
-        return staged_files(fs, [row.asDict() for row in written])
+        return staged_files(fs, written)
+    ranges = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), RANGE_SCHEMA)
     records = ranges.mapInArrow(functools.partial(read_ranges, bootstrap, security), SPARK_SCHEMA)
     spark.sparkContext.setJobDescription(f"tributary load {plan.run}: read {len(rows)} ranges into staging")
     (
@@ -107,17 +109,7 @@ def write_staging(
     return None
 
 
-#: What the arrow writer's tasks return, for Spark (the Arrow types of write.WRITTEN_SCHEMA).
-WRITTEN_SPARK_SCHEMA = T.StructType(
-    [
-        T.StructField(f.name, T.IntegerType() if f.type == pa.int32() else T.LongType() if f.type == pa.int64()
-                      else T.StringType())
-        for f in WRITTEN_SCHEMA
-    ]
-)  # fmt: skip
-
-
-def staged_files(fs: HadoopFS, written: list[dict[str, Any]]) -> list[StagedFile]:
+def staged_files(fs: HadoopFS, written: Sequence[Written]) -> list[StagedFile]:
     """The StagedFiles of what the arrow writer's tasks wrote, with their published names."""
     files = []
     for w in written:

@@ -25,7 +25,7 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,24 +47,26 @@ ROW_GROUP_BYTES = 64 * 1024 * 1024
 _MS_PER_HOUR = 3_600_000
 #: The file's columns: the record's, without those its directory names.
 FILE_SCHEMA = pa.schema([f for f in ARROW_SCHEMA if f.name not in PARTITION_COLUMNS])
-#: What a task hands Spark for each file it wrote (stage.py turns it into a StagedFile).
-WRITTEN_SCHEMA = pa.schema(
-    [
-        ("staged", pa.string()),
-        ("directory", pa.string()),
-        ("topic", pa.string()),
-        ("source_datacenter", pa.string()),
-        ("event_date", pa.string()),
-        ("partition", pa.int32()),
-        ("first_offset", pa.int64()),
-        ("last_offset", pa.int64()),
-        ("rows", pa.int64()),
-        ("bytes", pa.int64()),
-        ("min_timestamp_ms", pa.int64()),
-        ("max_timestamp_ms", pa.int64()),
-        ("hours", pa.string()),  # JSON: {"<epoch ms of the hour>": records}
-    ]
-)
+
+
+class Written(TypedDict):
+    """What a task hands Spark for each file it wrote (stage.py turns it into a StagedFile)."""
+
+    staged: str
+    directory: str
+    topic: str
+    source_datacenter: str | None
+    event_date: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    rows: int
+    bytes: int
+    min_timestamp_ms: int
+    max_timestamp_ms: int
+    hours: str  # JSON: {"<epoch ms of the hour>": records}
+
+
 # Hive's escaping of directory values, as Spark's writer applies it (ExternalCatalogUtils).
 _ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
 
@@ -171,10 +173,10 @@ class RangeWriter:
         f.writer.write_table(pa.Table.from_batches(f.buffered, schema=FILE_SCHEMA))
         f.buffered, f.buffered_bytes = [], 0
 
-    def close(self) -> list[dict[str, Any]]:
+    def close(self) -> list[Written]:
         """Finish every file, rename it into place (replacing an earlier attempt's); one
-        description per file (:data:`WRITTEN_SCHEMA`'s fields)."""
-        written = []
+        description per file."""
+        written: list[Written] = []
         for f in self._files.values():
             self._flush(f)
             assert f.writer is not None
@@ -183,27 +185,27 @@ class RangeWriter:
                 self.filesystem.delete_file(f.final)  # an earlier attempt's (a rename onto it fails on HDFS)
             self.filesystem.move(f.temporary, f.final)
             written.append(
-                {
-                    "staged": f"{self.root_uri}/{f.directory}/{f.final.rsplit('/', 1)[1]}",
-                    "directory": f.directory,
-                    "topic": f.topic,
-                    "source_datacenter": f.source_datacenter,
-                    "event_date": f.event_date,
-                    "partition": self.range.partition,
-                    "first_offset": f.first_offset,
-                    "last_offset": f.last_offset,
-                    "rows": f.rows,
-                    "bytes": self.filesystem.get_file_info(f.final).size,
-                    "min_timestamp_ms": f.min_ms,
-                    "max_timestamp_ms": f.max_ms,
-                    "hours": json.dumps({str(hour): n for hour, n in sorted(f.hours.items())}),
-                }
+                Written(
+                    staged=f"{self.root_uri}/{f.directory}/{f.final.rsplit('/', 1)[1]}",
+                    directory=f.directory,
+                    topic=f.topic,
+                    source_datacenter=f.source_datacenter,
+                    event_date=f.event_date,
+                    partition=self.range.partition,
+                    first_offset=f.first_offset,
+                    last_offset=f.last_offset,
+                    rows=f.rows,
+                    bytes=self.filesystem.get_file_info(f.final).size,
+                    min_timestamp_ms=f.min_ms,
+                    max_timestamp_ms=f.max_ms,
+                    hours=json.dumps({str(hour): n for hour, n in sorted(f.hours.items())}),
+                )
             )
         self._files.clear()
         return written
 
 
-def write_range(fetcher: BlockingFetcher, r: Range, root_uri: str) -> list[dict[str, Any]]:
+def write_range(fetcher: BlockingFetcher, r: Range, root_uri: str) -> list[Written]:
     """Read one range and write its Parquet files under ``root_uri``; their descriptions."""
     filesystem, root = pafs.FileSystem.from_uri(root_uri)
     writer = RangeWriter(filesystem, root, r, root_uri)
@@ -213,14 +215,17 @@ def write_range(fetcher: BlockingFetcher, r: Range, root_uri: str) -> list[dict[
 
 
 def write_ranges(
-    bootstrap: str, security: SecurityConfig, root_uri: str, ranges: Iterable[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function for ``writer = "arrow"``: planned ranges in, one row per file
-    written under ``root_uri`` out (connecting as ``security`` says, like read_ranges)."""
+    bootstrap: str, security: SecurityConfig, root_uri: str, ranges: Iterable[tuple[str, int, int, int]]
+) -> Iterator[Written]:
+    """The function of a Spark task (``RDD.mapPartitions``) for ``writer = "arrow"``: planned
+    ranges ``(topic, partition, start, end)`` in, one description per file written under
+    ``root_uri`` out (connecting as ``security`` says, like read_ranges).
+
+    A plain RDD task rather than ``mapInArrow``: that ran each task through two Python workers
+    (one turning the parallelized rows into a DataFrame's, one for the function), handed rows
+    over as Arrow both ways and had Catalyst plan the query, for a handful of rows per task; in
+    bench_loader that was 2-3 CPU-seconds per load and tens of milliseconds per task
+    (docs/benchmarks.md, Loader)."""
     with BlockingFetcher(bootstrap, ClientConfig(security=security)) as fetcher:
-        for batch in ranges:
-            for row in batch.to_pylist():
-                r = Range(row["topic"], row["partition"], row["start"], row["end"])
-                written = write_range(fetcher, r, root_uri)
-                if written:
-                    yield pa.RecordBatch.from_pylist(written, schema=WRITTEN_SCHEMA)
+        for topic, partition, start, end in ranges:
+            yield from write_range(fetcher, Range(topic, partition, start, end), root_uri)
