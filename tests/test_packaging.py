@@ -49,13 +49,16 @@ def test_a_fresh_virtualenv_imports_tributary_and_nothing_else(wheel: Path, tmp_
     python = venv / "bin" / "python"
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     # The dependencies (trio, kazoo, ...) from the project's environment, as a plain path entry:
     # .pth files there (the editable install's finder among them) are not run from it.
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     Path(site, "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
@@ -74,7 +77,10 @@ def test_a_fresh_virtualenv_imports_tributary_and_nothing_else(wheel: Path, tmp_
 
     command = subprocess.run(
         [str(venv / "bin" / "tributary"), "api-versions", "--output", "json"],
-        cwd=tmp_path, check=True, capture_output=True, text=True,
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     assert '"Produce"' in command.stdout
 
@@ -96,8 +102,12 @@ def test_executors_import_tributary_from_the_loader_archive(tmp_path: Path) -> N
         "print(tributary.client.blocking.__file__)\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(archive)},
-        check=True, capture_output=True, text=True,
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(archive)},
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     assert out.splitlines() == [f"{archive}/tributary/loader/read.py", f"{archive}/tributary/client/blocking.py"]
 
@@ -123,8 +133,12 @@ def test_executors_run_the_compiled_record_loops_from_the_archive(tmp_path: Path
         "print([len(x.value) for x in r.decode_records(batch)])\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(archive)},
-        check=True, capture_output=True, text=True,
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(archive)},
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     assert out.splitlines() == [f"compiled {archive}/tributary/protocol/records/__init__.py", "[300, 300, 300]"]
 
@@ -133,7 +147,9 @@ def test_tributary_load_package_writes_the_archive(tmp_path: Path) -> None:
     archive = tmp_path / "executors.zip"
     result = subprocess.run(
         [sys.executable, "-m", "tributary.deploy.cli", "load", "--package", str(archive)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert f"wrote {archive}" in result.stdout
