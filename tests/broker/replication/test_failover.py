@@ -20,6 +20,7 @@ from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, 
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.replication.background import BackgroundKafkaPythonProducer, BackgroundProducer
+from tests.fixtures.prometheus import scrape
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.protocol.error_codes import ErrorCode
 from tributary.protocol.messages import FetchRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest
@@ -39,7 +40,7 @@ SETTINGS = {
 
 @pytest.fixture
 def cluster(zookeeper: ZooKeeperHandle, tmp_path: Path) -> Iterator[Cluster]:
-    with Cluster(zookeeper.hosts, tmp_path, 3, SETTINGS) as running:
+    with Cluster(zookeeper.hosts, tmp_path, 3, SETTINGS, metrics=True) as running:
         yield running
 
 
@@ -139,8 +140,20 @@ def test_not_enough_replicas_when_the_isr_is_below_min_insync(cluster: Cluster) 
         os.kill(follower.proc.pid, signal.SIGSTOP)
     try:
         leader_broker = cluster.broker(leader)
-        # The paused followers leave the ISR within replica.lag.time.max.ms (3 s here).
-        took = wait_for(lambda: partition_states(leader_broker, "lonely")[0][3] == [leader], 15, "ISR shrank")
+        metrics_port = leader_broker.metrics_port
+        assert metrics_port is not None
+        # The paused followers leave the ISR within replica.lag.time.max.ms (3 s here). Asked
+        # of the leader's own gauge, the ISR it acts on: Metadata may show the shrink a moment
+        # earlier (the ZooKeeper watch can come before the leader's write returns to it), and
+        # a produce in that moment is appended and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+        took = wait_for(
+            lambda: (
+                scrape(metrics_port).value("tributary_broker_under_min_isr_partitions") == 1
+                and partition_states(leader_broker, "lonely")[0][3] == [leader]
+            ),
+            15,
+            "ISR shrank to the leader, in Metadata and as the leader acts on it",
+        )
         print(f"ISR shrank to the leader {took:.1f} s after both followers were paused")
         producer = Producer({"bootstrap.servers": leader_broker.bootstrap, "acks": "all",
                              "message.timeout.ms": 3000, "retries": 0})  # fmt: skip
