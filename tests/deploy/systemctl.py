@@ -93,21 +93,39 @@ def find_unit(name: str) -> Unit | None:
     return next((read_unit(p) for p in unit_paths() if p.name == name), None)
 
 
-def alive(pid: int) -> bool:
-    """Running and not a zombie (a child the test has not reaped yet counts as gone)."""
+def _state(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks after boot) of process ``pid``; None if there is none."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[19])
+    except (FileNotFoundError, IndexError, ValueError):
+        return None
+
+
+def alive(pid: int, started: int | None = None) -> bool:
+    """Running and not a zombie (a child the test has not reaped yet counts as gone), and, given
+    ``started``, the process that started then: pids are reused (pid_max is 32768 here and the
+    suite wraps it), and a unit's process that died long ago has left its number to another."""
+    state = _state(pid)
+    return state is not None and state[0] != "Z" and (started is None or state[1] == started)
+
+
+def _pid_file(name: str) -> tuple[int, int | None] | None:
+    """The unit's (pid, start time) as start() wrote them; None if it never started."""
+    try:
+        pid, *started = (state_dir() / f"{name}.pid").read_text().split()
+    except FileNotFoundError:
+        return None
+    return int(pid), int(started[0]) if started else None
 
 
 def pid_of(name: str) -> int | None:
-    try:
-        pid = int((state_dir() / f"{name}.pid").read_text())
-    except FileNotFoundError:
+    recorded = _pid_file(name)
+    if recorded is None:
         return None
-    return pid if alive(pid) else None
+    pid, started = recorded
+    return pid if alive(pid, started) else None
 
 
 def active(name: str) -> bool:
@@ -138,22 +156,36 @@ def start(unit: Unit) -> subprocess.Popen[bytes] | None:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    (state_dir() / f"{unit.name}.pid").write_text(str(process.pid))
+    # Read while the process is this one's unreaped child: its pid cannot be another's yet.
+    state = _state(process.pid)
+    (state_dir() / f"{unit.name}.pid").write_text(f"{process.pid} {state[1] if state else ''}")
     return process
 
 
 def stop(name: str, timeout: float = STOP_TIMEOUT) -> None:
     (state_dir() / f"{name}.active").unlink(missing_ok=True)
-    pid = pid_of(name)
-    if pid is None:
+    recorded = _pid_file(name)
+    if recorded is None:
         return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while alive(pid):
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            deadline = float("inf")
-        time.sleep(0.05)
+    pid, started = recorded
+    try:
+        process = os.pidfd_open(pid)  # signals through it reach this process or none
+    except ProcessLookupError:
+        return
+    try:
+        if not alive(pid, started):  # asked after the pidfd is taken: about the process it holds
+            return
+        signal.pidfd_send_signal(process, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while alive(pid, started):
+            if time.monotonic() > deadline:
+                signal.pidfd_send_signal(process, signal.SIGKILL)
+                deadline = float("inf")
+            time.sleep(0.05)
+    except ProcessLookupError:
+        pass  # it exited meanwhile
+    finally:
+        os.close(process)
 
 
 def _serves(unit: Unit) -> bool:

@@ -128,12 +128,36 @@ def running_up(topology: Path, log: Path, *args: str) -> Iterator[Up]:
         up.wait_for(r"^all up")
         yield up
     finally:
-        pids = up.pids()
-        up.stop()
-        # Whatever happened, leave no child behind (only our own pids).
-        for pid in pids.values():
-            with suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        # Whatever happened, leave no child behind: held by pidfds taken while they are up's
+        # children, since after the stop their pids are free for any new process or thread to
+        # take (pid_max is 32768 here and the suite wraps it), and a kill by number could then
+        # hit another test's process, or a pytest worker through one of its threads.
+        children = [fd for pid in up.pids().values() if (fd := _child_pidfd(pid, up.proc.pid)) is not None]
+        try:
+            up.stop()
+        finally:
+            for fd in children:
+                with suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                os.close(fd)
+
+
+def _child_pidfd(pid: int, parent: int) -> int | None:
+    """A pidfd of process ``pid`` if it is a child of ``parent`` now, else None."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    try:
+        # Asked after the pidfd is taken: the process it holds is the one that had the pid then.
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        ppid = -1
+    if ppid != parent:
+        os.close(fd)
+        return None
+    return fd
 
 
 def alive(pid: int) -> bool:
