@@ -52,7 +52,7 @@ import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -83,6 +83,7 @@ DIRECT_RECEIVE_MIN = 64 * 1024
 #: Over plain TCP the reader reads the socket itself and waits only when nothing is there; it
 #: lets the other tasks run after this many reads in a row that did not wait.
 READS_BETWEEN_YIELDS = 16
+_Read = TypeVar("_Read", bytes, int)
 _MAX_CORRELATION_ID = 2**31 - 1
 
 #: A request its caller encodes: ``encode(correlation_id)`` is the whole frame (see :meth:`BrokerConnection.exchange`).
@@ -598,9 +599,16 @@ class BrokerConnection:
         mirror's Produce responses) that was two reads and two scheduler trips per answer. The
         wait for the socket is the checkpoint (cancellation, the deadline); a socket that never
         runs dry still yields every ``READS_BETWEEN_YIELDS`` reads."""
+        return await self._read_with(os.read, fd, size)
+
+    async def _read_into(self, fd: int, view: memoryview) -> int:
+        """:meth:`_read`, into ``view``: the number of bytes received (0 at the socket's end)."""
+        return await self._read_with(os.readv, fd, (view,))
+
+    async def _read_with(self, read: Callable[[int, Any], _Read], fd: int, into: Any) -> _Read:
         while True:
             try:
-                data = os.read(fd, size)
+                data = read(fd, into)
             except BlockingIOError:
                 self._unyielded_reads = 0
                 await trio.lowlevel.wait_readable(fd)
@@ -610,21 +618,6 @@ class BrokerConnection:
                 self._unyielded_reads = 0
                 await trio.lowlevel.checkpoint()
             return data
-
-    async def _read_into(self, fd: int, view: memoryview) -> int:
-        """:meth:`_read`, into ``view``: the number of bytes received (0 at the socket's end)."""
-        while True:
-            try:
-                received = os.readv(fd, (view,))
-            except BlockingIOError:
-                self._unyielded_reads = 0
-                await trio.lowlevel.wait_readable(fd)
-                continue
-            self._unyielded_reads += 1
-            if self._unyielded_reads >= READS_BETWEEN_YIELDS:
-                self._unyielded_reads = 0
-                await trio.lowlevel.checkpoint()
-            return received
 
     async def _receive_into(self, fd: int, decoder: FrameDecoder) -> memoryview | None:
         """The response frame ``decoder`` has begun, its rest received straight into a pooled
