@@ -2,7 +2,8 @@
 server (tests/fixtures/zookeeper.py) and its report header, the brokers, ``--long``
 (tests/fixtures/schedules.py), the suite spread over pytest-xdist's workers
 (tests/fixtures/xdist.py), Spark's JVMs tuned for short runs (tests/fixtures/spark.py) and
-Hypothesis without deadlines (tests/fixtures/hypothesis_profile.py)."""
+Hypothesis without deadlines (tests/fixtures/hypothesis_profile.py), and a crashed worker's
+fatal signal printed under the summary (tests/fixtures/crashes.py)."""
 
 pytest_plugins = [
     "tests.fixtures.containers",
@@ -12,4 +13,5 @@ pytest_plugins = [
     "tests.fixtures.xdist",
     "tests.fixtures.spark",
     "tests.fixtures.hypothesis_profile",
+    "tests.fixtures.crashes",
 ]
