@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from tributary.client.backoff import doubled
 from tributary.client.config import ClientConfig
 from tributary.client.errors import (
     KafkaConnectionError,
@@ -369,7 +370,7 @@ class BlockingFetcher:
             try:
                 return attempt(self.leader_for(topic, partition))
             except KafkaError as exc:
-                backoff = min(self.config.retry_backoff * 2**tries, self.config.reconnect_backoff_max)
+                backoff = doubled(self.config.retry_backoff, tries, self.config.reconnect_backoff_max)
                 out_of_tries = self.retries is not None and tries >= self.retries
                 if not exc.retriable or out_of_tries or time.monotonic() + backoff > deadline:
                     raise

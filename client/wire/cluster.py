@@ -39,6 +39,7 @@ from typing import Any
 import trio
 
 from tributary.client._tasks import background_nursery
+from tributary.client.backoff import doubled, jittered
 from tributary.client.config import ClientConfig
 from tributary.client.errors import (
     BrokerNotAvailableError,
@@ -300,7 +301,7 @@ class Cluster:
                 failures += 1
                 log.warning("metadata refresh failed: %s", exc)
                 self._refresh_wanted.set()
-                await trio.sleep(min(self.config.retry_backoff * 2**failures, self.config.reconnect_backoff_max))
+                await trio.sleep(doubled(self.config.retry_backoff, failures, self.config.reconnect_backoff_max))
 
     # --- routing -------------------------------------------------------------------------------
 
@@ -363,10 +364,9 @@ class Cluster:
                 conn: BrokerConnection = await self._tasks.start(self._run_connection, broker)
             except KafkaError:
                 broker.failures += 1
-                delay = min(
-                    self.config.reconnect_backoff * 2 ** (broker.failures - 1), self.config.reconnect_backoff_max
-                )
-                broker.retry_at = trio.current_time() + delay * random.uniform(0.8, 1.2)
+                config = self.config
+                delay = doubled(config.reconnect_backoff, broker.failures - 1, config.reconnect_backoff_max)
+                broker.retry_at = trio.current_time() + jittered(delay, random.random())
                 self.request_metadata_refresh()
                 raise
             broker.failures = 0

@@ -139,7 +139,8 @@ async def test_reconnects_after_a_broker_restart_with_backoff(restartable: Broke
         assert first.closed
         # While the broker is down, each attempt waits out a backoff that doubles
         # (0.05, 0.1, 0.2, 0.4 s, +-20%; the cluster's own refreshes may add failures)
-        # up to the maximum, and fails.
+        # up to the maximum, and fails. Only the lower bound is asserted here: a loaded
+        # machine makes every wait longer, never shorter (the cap is test_backoff's).
         waits = []
         for _ in range(4):
             started = trio.current_time()
@@ -149,7 +150,6 @@ async def test_reconnects_after_a_broker_restart_with_backoff(restartable: Broke
                 await cluster.send(1, MetadataRequest(topics=None))
             waits.append(trio.current_time() - started)
         assert sum(waits) >= (0.05 + 0.1 + 0.2) * 0.8
-        assert max(waits) <= 0.4 * 1.2 + 0.2
 
         await trio.to_thread.run_sync(broker.start)
         await trio.to_thread.run_sync(broker.wait_ready)
