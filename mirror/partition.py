@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from tributary.client.errors import KafkaConnectionError, KafkaError
+from tributary.client.errors import CorruptMessageError, KafkaConnectionError, KafkaError
 from tributary.client.producer.idempotence import init_producer_id
 from tributary.client.raw.batches import ProduceResult, RawBatches
 from tributary.client.wire.metadata import TopicPartition
@@ -38,12 +38,18 @@ from tributary.mirror.offset_map import MappingEntry
 from tributary.mirror.recovery import RecoveryError, reconcile
 from tributary.mirror.windows import FetchWindows, Window
 from tributary.protocol.crc32c import BytesLike
-from tributary.protocol.records import BatchHeader
+from tributary.protocol.errors import CorruptRecordError
+from tributary.protocol.records import BatchHeader, verify_crc
 
 log = logging.getLogger("tributary.mirror")
 
 #: How long a partition behind its source may copy nothing before its reading state is logged.
 STALL_SECONDS = 30.0
+
+
+class SourceBatchCorrupt(Exception):
+    """A source batch whose bytes do not match its CRC: it cannot be copied, and the batches
+    after it may not be copied past it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +228,9 @@ class PartitionCopier:
         except RecoveryError as exc:
             self.ctx.metrics.error("reconcile")
             log.error("event=partition_stopped source=%s error=%r", state.source, str(exc))  # noqa: TRY400
+        except SourceBatchCorrupt as exc:
+            self.ctx.metrics.error("source_batch_corrupt")
+            log.error("event=partition_stopped source=%s error=%r", state.source, str(exc))  # noqa: TRY400
         finally:
             self.ctx.budget.release(state.pause())
             # What was fetched ahead and never copied gives its share of the budget back.
@@ -264,6 +273,11 @@ class PartitionCopier:
                 backoff = ctx.target.config.retry_backoff
             if error is None:
                 continue  # everything acknowledged, or paused (stopping, or waiting for the group)
+            if isinstance(error, CorruptMessageError):
+                damage = _source_damage(fetched_run, done)
+                if damage is not None:
+                    await self._record(run)  # what was acknowledged before it stays recorded
+                    raise SourceBatchCorrupt(damage)
             if not error.retriable:
                 await self._record(run)
                 if not state.stopping:
@@ -396,4 +410,17 @@ class PartitionCopier:
         )  # fmt: skip
 
 
-__all__ = ["Delivery", "PartitionCopier", "PartitionState"]
+def _source_damage(batches: StampedFetch, index: int) -> str | None:
+    """Why the batch the aggregate refused as corrupt came damaged from the source, if it did:
+    stamping carries the source's CRC over the mirror's changes, so the batch's own CRC still
+    tells. None: it was damaged on the way to the aggregate, and is sent again."""
+    try:
+        verify_crc(batches.payloads[index])
+    except CorruptRecordError as exc:
+        first = batches.headers[index].base_offset
+        last = first + batches.headers[index].last_offset_delta
+        return f"the source batch at offsets {first}-{last} fails its CRC ({exc}): neither it nor the rest is copied"
+    return None
+
+
+__all__ = ["Delivery", "PartitionCopier", "PartitionState", "SourceBatchCorrupt"]

@@ -2,7 +2,8 @@
  * The per-record loops of the v2 record format, compiled: the broker's walk that checks a
  * batch's records against its header before an append (validate.py), the consumer's decode
  * into Record objects (codec.py), and the producer's encode of a record (append_record for
- * builder.py, append_record_at for the producer's accumulator, client/producer/accumulator.py).
+ * builder.py, append_record_at for the producer's accumulator, client/producer/accumulator.py);
+ * and the GF(2) multiplication that carries a batch's CRC over a change at its start (header.py).
  * Each does what the pure-Python loop beside it does, to the same accept/refuse decision and
  * the same bytes; tests/protocol/test_speedups.py holds them to each other on hypothesis-made
  * and mutated batches. Python falls back to its own loops when this module is
@@ -59,7 +60,8 @@ static PyObject *corrupt(const char *format, ...)
     PyObject *message = PyUnicode_FromFormatV(format, args);
     va_end(args);
     if (message != NULL) {
-        PyErr_SetObject(corrupt_error, message);
+        /* (ValueError until configure() names the error: header.py uses carry_crc unconfigured.) */
+        PyErr_SetObject(corrupt_error != NULL ? corrupt_error : PyExc_ValueError, message);
         Py_DECREF(message);
     }
     return NULL;
@@ -566,6 +568,124 @@ static PyObject *append_record_at(PyObject *self, PyObject *const *args, Py_ssiz
     return result;
 }
 
+/* --- A CRC-32C carried over a change at a batch's start ------------------------------------------
+ * The mirror stamps its producer fields into every batch it copies and a broker stamps
+ * LogAppendTime: both change a few bytes at the start of what the CRC covers. CRC-32C is linear
+ * over GF(2): the CRC after the change is the CRC before it plus the CRC register of the change's
+ * difference alone, carried through the n bytes that follow it as through n zero bytes, which
+ * multiplies it by x^(8n) modulo the Castagnoli polynomial. That takes well under a microsecond
+ * whatever n is, where a CRC computed again reads the whole batch; and a batch that arrived
+ * damaged keeps a CRC that says so. header.py does the rest; this is the multiplication.
+ *
+ * Polynomials are held bit-reflected, as the CRC register is: bit 31 is x^0, bit 0 is x^31. */
+#define CASTAGNOLI_REFLECTED 0x82F63B78u
+
+/* a * b modulo the polynomial: b times each power of x present in a, summed. */
+static uint32_t gf2_multiply(uint32_t a, uint32_t b)
+{
+    uint32_t product = 0;
+    for (uint32_t bit = 0x80000000u; bit != 0 && a != 0; bit >>= 1) {
+        if (a & bit) {
+            product ^= b;
+            a ^= bit;
+        }
+        b = (b & 1) ? (b >> 1) ^ CASTAGNOLI_REFLECTED : b >> 1; /* b * x */
+    }
+    return product;
+}
+
+/* x^(8 * 2^k) modulo the polynomial for each k: a run of zero bytes of any length is a product
+ * of these, one per bit of the length; and the CRC register's step per byte. Filled on first use. */
+static uint32_t zero_run_powers[64];
+static uint32_t byte_step[256];
+static int crc_tables_ready = 0;
+
+static void fill_crc_tables(void)
+{
+    uint32_t power = 0x80000000u >> 8; /* x^8: one zero byte */
+    for (int k = 0; k < 64; k++) {
+        zero_run_powers[k] = power;
+        power = gf2_multiply(power, power);
+    }
+    for (uint32_t byte = 0; byte < 256; byte++) {
+        uint32_t reg = byte;
+        for (int bit = 0; bit < 8; bit++)
+            reg = (reg & 1) ? (reg >> 1) ^ CASTAGNOLI_REFLECTED : reg >> 1;
+        byte_step[byte] = reg;
+    }
+    crc_tables_ready = 1;
+}
+
+static uint32_t shift_through_zeros(uint32_t value, uint64_t nbytes)
+{
+    if (!crc_tables_ready)
+        fill_crc_tables();
+    for (int k = 0; nbytes != 0; k++, nbytes >>= 1)
+        if (nbytes & 1)
+            value = gf2_multiply(value, zero_run_powers[k]);
+    return value;
+}
+
+static inline uint32_t read_be32(const uint8_t *d)
+{
+    return ((uint32_t)d[0] << 24) | ((uint32_t)d[1] << 16) | ((uint32_t)d[2] << 8) | d[3];
+}
+
+/* The batch layout header.py derives from its struct: batchLength, crc, attributes. */
+enum { LENGTH_AT = 8, LOG_OVERHEAD = 12, CRC_AT = 17, CRC_START = 21 };
+
+/* carry_crc(buf, pos, start): the first len(start) bytes the CRC of the batch at pos covers
+ * replaced by start, the stored CRC carried over the change and returned (header.carry_crc). */
+static PyObject *carry_crc(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "carry_crc takes exactly 3 arguments (buf, pos, start)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer buf, start;
+    if (PyObject_GetBuffer(args[0], &buf, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[2], &start, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    uint8_t *d = buf.buf;
+    const uint8_t *s = start.buf;
+    Py_ssize_t at = pos + CRC_START, size = start.len;
+    if (pos < 0 || at > buf.len || buf.len - at < size) {
+        corrupt("record batch at offset %zd is truncated: its header is not all there", pos);
+        goto done;
+    }
+    int32_t length = (int32_t)read_be32(d + pos + LENGTH_AT);
+    Py_ssize_t end = pos + LOG_OVERHEAD + (Py_ssize_t)length;
+    if (length < 0 || end > buf.len || end < at + size) {
+        corrupt("record batch at offset %zd is truncated or too short to patch", pos);
+        goto done;
+    }
+    if (!crc_tables_ready)
+        fill_crc_tables();
+    /* The CRC register of the difference alone (no initial value, no final xor). */
+    uint32_t reg = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        reg = byte_step[(reg ^ d[at + i] ^ s[i]) & 0xFF] ^ (reg >> 8);
+        d[at + i] = s[i];
+    }
+    uint32_t crc = read_be32(d + pos + CRC_AT) ^ shift_through_zeros(reg, (uint64_t)(end - at - size));
+    d[pos + CRC_AT] = (uint8_t)(crc >> 24);
+    d[pos + CRC_AT + 1] = (uint8_t)(crc >> 16);
+    d[pos + CRC_AT + 2] = (uint8_t)(crc >> 8);
+    d[pos + CRC_AT + 3] = (uint8_t)crc;
+    result = PyLong_FromUnsignedLong(crc);
+done:
+    PyBuffer_Release(&start);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 /* configure(CorruptRecordError, Record): what the loops raise and build. */
 static PyObject *configure(PyObject *self, PyObject *args)
 {
@@ -607,6 +727,8 @@ static PyMethodDef methods[] = {
     {"append_record", append_record, METH_VARARGS, "Encodes a record without headers (builder.py)."},
     {"append_record_at", (PyCFunction)(void (*)(void))append_record_at, METH_FASTCALL,
      "Encodes a record without headers, its timestamp now or given (the producer's accumulator)."},
+    {"carry_crc", (PyCFunction)(void (*)(void))carry_crc, METH_FASTCALL,
+     "A batch's start patched, its CRC carried over the change (header.carry_crc)."},
     {"configure", configure, METH_VARARGS, "Sets the error raised and the record class built."},
     {NULL, NULL, 0, NULL},
 };

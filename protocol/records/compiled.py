@@ -37,16 +37,20 @@ _NAME = "_speedups"
 
 def load(record_class: type) -> ModuleType | None:
     """The configured extension module, or None when the Python loops are to run."""
+    module = MODULE
+    if module is not None:
+        module.configure(CorruptRecordError, record_class)
+    return module
+
+
+def _import() -> ModuleType | None:
+    """The extension module as built (not yet configured), or None."""
     if os.environ.get(DISABLE_VARIABLE, "") not in ("", "0"):
         return None
     try:
         from tributary.protocol.records import _speedups as module  # noqa: PLC0415 (optional, compiled)
     except ImportError:
-        found = _from_archive()
-        if found is None:
-            return None
-        module = found
-    module.configure(CorruptRecordError, record_class)
+        return _from_archive()
     return module
 
 
@@ -79,3 +83,8 @@ def _from_archive() -> ModuleType | None:
     except (OSError, ImportError, zipfile.BadZipFile):
         return None  # a module that will not load here: the Python loops run
     return None
+
+
+#: The extension module, imported once; :func:`load` configures it for the record loops, and
+#: :mod:`.header` uses its CRC arithmetic, which needs no configuring.
+MODULE = _import()

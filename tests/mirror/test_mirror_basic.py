@@ -13,10 +13,11 @@ import pytest
 from tests.fixtures.mirror import MirrorProcess
 from tests.fixtures.zookeeper import ZooKeeperHandle
 from tributary.protocol.messages import ApiKey
+from tributary.protocol.records import HEADER_SIZE, iter_batches
 from tributary.protocol.supported import SUPPORTED_VERSIONS
 from tributary.testing.cluster import Cluster, start_cluster
 
-from .helpers import assert_exact_copy, copied_everything, produce_zstd, wait_for
+from .helpers import assert_exact_copy, copied_everything, produce_zstd, read_batches, wait_for
 
 
 @pytest.fixture
@@ -44,6 +45,60 @@ def test_copies_batches_byte_for_byte(source_and_aggregate: tuple[Cluster, Clust
         if mirror.running():
             mirror.kill()
     assert assert_exact_copy(east.bootstrap, agg.bootstrap, "east", "pageviews") == 6000
+
+
+def test_a_batch_damaged_at_the_source_stops_its_partition_there(
+    source_and_aggregate: tuple[Cluster, Cluster], tmp_path: Path
+) -> None:
+    """A byte of a source batch's records flipped in the segment file (bit rot the source broker
+    serves unnoticed: sendfile does not look). The mirror stamps its producer fields into every
+    batch with the source's CRC carried over the change, so the damage stays visible: the
+    aggregate refuses the batch as corrupt, and the mirror, finding the batch fails its own CRC,
+    stops that partition there, with the batches before it copied and the other partitions whole.
+    (Recomputing the CRC instead would seal the damaged bytes under a fresh CRC and copy them.)"""
+    east, agg = source_and_aggregate
+    produce_zstd(east.bootstrap, "orders", 6000)
+    (broker,) = east.brokers
+    segment = max((broker.data_dir / "orders-0").glob("*.log"))
+    layout = list(iter_batches(segment.read_bytes()))
+    assert len(layout) >= 3, layout
+    position, damaged = layout[1]
+    with segment.open("r+b") as f:  # the running broker's page cache holds it from here on
+        f.seek(position + HEADER_SIZE + (damaged.size - HEADER_SIZE) // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    source = read_batches(east.bootstrap, "orders")
+
+    mirror = MirrorProcess(east.bootstrap, "east", agg.bootstrap, tmp_path / "mirror.log")
+    mirror.start()
+    try:
+        last = damaged.base_offset + damaged.last_offset_delta
+
+        def stopped() -> bool:
+            tail = mirror.log_tail()
+            return "event=partition_stopped source=orders-0" in tail and "fails its CRC" in tail
+
+        wait_for(stopped, 60, "partition 0 stopped at the damaged batch", mirror.log_tail)
+
+        def others_copied() -> bool:
+            copied = read_batches(agg.bootstrap, "east.orders")
+            return all(len(copied.get(p, [])) == len(source[p]) for p in (1, 2))
+
+        wait_for(others_copied, 60, "partitions 1 and 2 copied", mirror.log_tail)
+        assert f"offsets {damaged.base_offset}-{last}" in mirror.log_tail()
+        assert mirror.metric("tributary_mirror_errors_total", source="east", kind="source_batch_corrupt") == 1
+        assert mirror.stop() == 0
+    finally:
+        if mirror.running():
+            mirror.kill()
+    copied = read_batches(agg.bootstrap, "east.orders")
+    # Partition 0: exactly the batch before the damaged one, byte for byte.
+    assert [data[HEADER_SIZE:] for _, data in copied[0]] == [data[HEADER_SIZE:] for _, data in source[0][:1]]
+    for partition in (1, 2):
+        assert [data[HEADER_SIZE:] for _, data in copied[partition]] == [
+            data[HEADER_SIZE:] for _, data in source[partition]
+        ]
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ compiled loops wherever the extension was built, and the Python loops elsewhere;
 reach the same decision on every input: the same records, the same count of null keys, and a
 refusal of the same batches (messages may word it differently). Honest batches of any shape,
 then the same batches with bytes flipped, inserted or removed inside the records section, and
-hand-made varints at the 64-bit edge."""
+hand-made varints at the 64-bit edge. And the CRC carried over a patched batch start
+(``carry_crc``), compiled and in Python, against CRCs computed again from the bytes."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tributary.protocol.compression import Compression
 from tributary.protocol.errors import CorruptRecordError
 from tributary.protocol.primitives import encode_varint
 from tributary.protocol.records import (
@@ -28,11 +30,18 @@ from tributary.protocol.records import (
     LOG_APPEND_TIME,
     BatchBuilder,
     Record,
+    attach_producer,
     build_batch,
     builder,
+    compute_crc,
+    detach_producer,
     parse_batch_header,
+    set_producer,
+    stamp_log_append_time,
+    verify_crc,
 )
 from tributary.protocol.records import codec as record_codec
+from tributary.protocol.records import header as header_module
 from tributary.protocol.records.compiled import DISABLE_VARIABLE
 from tributary.protocol.records.validate import _Walk
 
@@ -297,3 +306,66 @@ def test_a_record_of_the_wrong_types_is_refused_and_adds_nothing(key: object, va
         built.append(key, value, timestamp=T0 + 1)  # type: ignore[arg-type]
     assert built.record_count == 1
     assert built.build() == before
+
+
+# --- the CRC carried over a change at a batch's start ----------------------------------------------
+
+
+codecs = st.sampled_from([Compression.NONE, Compression.GZIP, Compression.ZSTD])
+
+
+def _batch(values: list[bytes], codec: Compression, transactional: bool) -> bytearray:
+    built = BatchBuilder(compression=codec, producer_id=7, producer_epoch=1, base_sequence=3,
+                         is_transactional=transactional)  # fmt: skip
+    for i, value in enumerate(values):
+        built.append(None, value, timestamp=T0 + i)
+    return bytearray(built.build())
+
+
+def _patches() -> list[Callable[[bytearray], object]]:
+    return [
+        lambda buf: attach_producer(buf, 0, 42, 9, 1000),
+        detach_producer,
+        lambda buf: set_producer(buf, 0, 2**62, 2**14, 2**31 - 1),
+        lambda buf: stamp_log_append_time(buf, 0, parse_batch_header(buf), T0 + 99),
+    ]
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+@settings(max_examples=100)
+@given(
+    values=st.lists(st.binary(max_size=3000), min_size=1, max_size=20),
+    codec=codecs,
+    transactional=st.booleans(),
+    damage=st.one_of(st.none(), st.tuples(st.integers(min_value=0), st.integers(min_value=1, max_value=255))),
+)
+def test_a_carried_crc_is_the_crc_of_the_batch_or_keeps_its_damage(
+    compiled: bool, values: list[bytes], codec: Compression, transactional: bool, damage: tuple[int, int] | None
+) -> None:
+    if compiled and header_module._COMPILED is None:
+        pytest.skip("the compiled module is not built or turned off")
+    original = header_module._COMPILED
+    header_module._COMPILED = original if compiled else None
+    try:
+        for patch in _patches():
+            buf = _batch(values, codec, transactional)
+            if damage is not None:  # a flipped byte in the records: the stored CRC no longer matches
+                at, flip = damage
+                buf[HEADER_SIZE + at % (len(buf) - HEADER_SIZE)] ^= flip
+            syndrome = parse_batch_header(buf).crc ^ compute_crc(buf)
+            patch(buf)
+            # Exactly the CRC of the patched bytes, plus whatever damage it had before.
+            assert parse_batch_header(buf).crc ^ compute_crc(buf) == syndrome
+            if damage is None:
+                verify_crc(buf)
+            else:
+                with pytest.raises(CorruptRecordError):
+                    verify_crc(buf)
+    finally:
+        header_module._COMPILED = original
+
+
+def test_a_patch_past_the_batchs_end_is_refused() -> None:
+    buf = _batch([b"v"], Compression.NONE, False)
+    with pytest.raises(CorruptRecordError):
+        attach_producer(buf[: HEADER_SIZE - 30], 0, 1, 1, 1)
