@@ -18,6 +18,12 @@ Shapes (``--shapes`` picks any of them; each phase below starts its own brokers)
   partition. batch1: linger.ms=0, batch.num.messages=1, so each Produce
   request carries one message; batch50: batch.num.messages=50 (linger.ms=5
   so every batch fills). Each shape is a phase of its own.
+* ``produce-lone``: one request at a time, from a plain socket (Produce v8, one 200-byte
+  message, acks=1), the next sent once the answer is in: no pipelining, so every request
+  meets a broker that was waiting for it and pays a whole wake-up (the kernel's, the event
+  loop's, the handler's, cold caches), which pipelined requests share. The broker's CPU per
+  request is the figure; no client pace in it, and no goal (it shows what the zstd shape's
+  requests, which come one at a time, cost any broker here).
 * ``consume-200KB``, ``consume-1MiB``, ``fetch-raw`` (phase "consume"): 1M
   200-byte values preloaded in 16 KiB batches (that preload is timed once and
   shown), read from offset 0 by a consumer (assign, no group) with
@@ -55,6 +61,7 @@ Progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import importlib.metadata
 import json
@@ -77,8 +84,11 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tributary.protocol.headers import encode_request
-from tributary.protocol.messages import FetchRequest
+from tributary.client.raw.wire import encode_produce_request
+from tributary.client.wire.metadata import TopicPartition as RawTopicPartition
+from tributary.protocol.headers import decode_response, encode_request
+from tributary.protocol.messages import ApiKey, FetchRequest
+from tributary.protocol.records import BatchBuilder
 
 from . import common
 from .bench_records import make_corpus
@@ -99,6 +109,7 @@ from .profiles import PySpy, collapsed_summary, cprofile_summary
 SHAPES = (
     "produce-batch1",
     "produce-batch50",
+    "produce-lone",
     "consume-200KB",
     "consume-1MiB",
     "fetch-raw",
@@ -108,6 +119,7 @@ SHAPES = (
 PHASES = {
     "produce-batch1": ("produce-batch1",),
     "produce-batch50": ("produce-batch50",),
+    "produce-lone": ("produce-lone",),
     "consume": ("consume-200KB", "consume-1MiB", "fetch-raw"),
     "zstd": ("produce-zstd", "consume-zstd"),
 }
@@ -564,6 +576,47 @@ def phase_produce(run: Run, shape: str, values: Sequence[bytes]) -> None:
         rounds(run, jobs, run.sizes.produce_rounds)
 
 
+def lone_produce(port: int, topic: str, value: bytes, count: int) -> Sample:
+    """``count`` Produce requests of one record each (acks=1, v8), each sent once the answer to the
+    one before it is in: every request meets a broker that waited for it, so each pays the whole
+    wake-up (the kernel's, the event loop's, the handler's, with cold caches), which pipelined
+    requests share. The driver is a plain socket, so librdkafka's own pace is not what is measured."""
+    batch = BatchBuilder()
+    batch.append(None, value, timestamp=int(time.time() * 1000))
+    frame = encode_produce_request(8, 1, "bench-lone", {RawTopicPartition(topic, 0): batch.build()},
+                                   acks=1, timeout_ms=30_000)  # fmt: skip
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        header = bytearray(4)
+        started = time.perf_counter()
+        for _ in range(count):
+            sock.sendall(frame)
+            if sock.recv_into(header, 4, socket.MSG_WAITALL) != 4:
+                raise RuntimeError(f"the broker on port {port} closed the connection")
+            size = struct.unpack(">i", header)[0]
+            answer = sock.recv(size, socket.MSG_WAITALL)
+            if len(answer) != size:
+                raise RuntimeError(f"the broker on port {port} closed the connection")
+            _, response = decode_response(ApiKey.PRODUCE, 8, answer)
+            if response.responses[0].partition_responses[0].error_code:
+                raise RuntimeError(f"the broker on port {port} refused a lone produce: {response}")
+        seconds = time.perf_counter() - started
+    return Sample(seconds, count, count * len(value), requests=count)
+
+
+def phase_lone(run: Run, values: Sequence[bytes]) -> None:
+    count = run.sizes.batch1
+    log(f"phase produce-lone: {count:,} requests of one {SMALL} B message each, one at a time")
+    with run.brokers("produce-lone", [run.tributary("produce-lone"), run.tansu("produce-lone")]) as brokers:
+        jobs: list[Job] = []
+        for who, broker in brokers.items():
+            create_topic(broker, "lone")
+            lone_produce(broker.port, "lone", values[0], max(100, count // 20))  # warm-up
+            job = functools.partial(lone_produce, broker.port, "lone", values[0], count)
+            jobs.append(("produce-lone", who, broker, job))
+        rounds(run, jobs, run.sizes.produce_rounds)
+
+
 def phase_consume(run: Run, values: Sequence[bytes]) -> None:
     wanted = [s for s in PHASES["consume"] if s in run.selected]
     n = run.sizes.consume
@@ -774,6 +827,19 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_phases(run: Run, small: Sequence[bytes], large: Sequence[bytes]) -> None:
+    """The phases of the selected shapes, in order, each with brokers of its own."""
+    for shape in PRODUCE_SHAPES:
+        if shape in run.selected:
+            phase_produce(run, shape, small)
+    if "produce-lone" in run.selected:
+        phase_lone(run, small)
+    if run.selected & set(PHASES["consume"]):
+        phase_consume(run, small)
+    if run.selected & set(PHASES["zstd"]):
+        phase_zstd(run, large)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small counts, one round: a smoke run under a minute")
@@ -840,13 +906,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.py_spy.resolve() if args.py_spy else None,
                 ceiling=args.ceiling,
             )
-            for shape in PRODUCE_SHAPES:
-                if shape in selected:
-                    phase_produce(run, shape, small)
-            if selected & set(PHASES["consume"]):
-                phase_consume(run, small)
-            if selected & set(PHASES["zstd"]):
-                phase_zstd(run, large)
+            run_phases(run, small, large)
     except (KafkaException, RuntimeError, TimeoutError, OSError) as exc:
         log(f"failed: {exc!r}; scratch directory kept: {root}")
         return 1

@@ -8,6 +8,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import bench_broker, common
+from tributary.client.blocking import BlockingFetcher
 from tributary.testing.cluster import Cluster
 
 VALUES = [b"x" * 200, b"y" * 200]
@@ -56,3 +57,12 @@ def test_the_summary_and_table_give_cpu_per_request() -> None:
     assert "CPU/req" in table
     row = next(line for line in table.splitlines() if line.startswith("produce-batch50"))
     assert "300.0" in row and "50.0" in row and "2.00x" in row
+
+
+def test_lone_requests_are_answered_one_at_a_time(single_broker: Cluster) -> None:
+    # produce-lone's driver: each request appended (one record each) and answered before the next.
+    _topic(single_broker.bootstrap, "lone")
+    sample = bench_broker.lone_produce(single_broker.brokers[0].port, "lone", VALUES[0], 50)
+    assert (sample.messages, sample.requests, sample.nbytes) == (50, 50, 50 * 200)
+    with BlockingFetcher(single_broker.bootstrap) as fetcher:
+        assert fetcher.offset_bounds("lone") == {0: (0, 50)}
