@@ -575,7 +575,7 @@ static PyObject *append_record_at(PyObject *self, PyObject *const *args, Py_ssiz
  * difference alone, carried through the n bytes that follow it as through n zero bytes, which
  * multiplies it by x^(8n) modulo the Castagnoli polynomial. That takes well under a microsecond
  * whatever n is, where a CRC computed again reads the whole batch; and a batch that arrived
- * damaged keeps a CRC that says so. header.py does the rest; this is the multiplication.
+ * damaged keeps a CRC that says so (header.carry_crc; its Python fallback gets the same CRC).
  *
  * Polynomials are held bit-reflected, as the CRC register is: bit 31 is x^0, bit 0 is x^31. */
 #define CASTAGNOLI_REFLECTED 0x82F63B78u
@@ -595,10 +595,10 @@ static uint32_t gf2_multiply(uint32_t a, uint32_t b)
 }
 
 /* x^(8 * 2^k) modulo the polynomial for each k: a run of zero bytes of any length is a product
- * of these, one per bit of the length; and the CRC register's step per byte. Filled on first use. */
+ * of these, one per bit of the length; and the CRC register's step per byte. Filled when the
+ * module is imported. */
 static uint32_t zero_run_powers[64];
 static uint32_t byte_step[256];
-static int crc_tables_ready = 0;
 
 static void fill_crc_tables(void)
 {
@@ -613,13 +613,10 @@ static void fill_crc_tables(void)
             reg = (reg & 1) ? (reg >> 1) ^ CASTAGNOLI_REFLECTED : reg >> 1;
         byte_step[byte] = reg;
     }
-    crc_tables_ready = 1;
 }
 
 static uint32_t shift_through_zeros(uint32_t value, uint64_t nbytes)
 {
-    if (!crc_tables_ready)
-        fill_crc_tables();
     for (int k = 0; nbytes != 0; k++, nbytes >>= 1)
         if (nbytes & 1)
             value = gf2_multiply(value, zero_run_powers[k]);
@@ -666,8 +663,6 @@ static PyObject *carry_crc(PyObject *self, PyObject *const *args, Py_ssize_t nar
         corrupt("record batch at offset %zd is truncated or too short to patch", pos);
         goto done;
     }
-    if (!crc_tables_ready)
-        fill_crc_tables();
     /* The CRC register of the difference alone (no initial value, no final xor). */
     uint32_t reg = 0;
     for (Py_ssize_t i = 0; i < size; i++) {
@@ -739,6 +734,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__speedups(void)
 {
+    fill_crc_tables();
     empty_tuple = PyTuple_New(0);
     if (empty_tuple == NULL)
         return NULL;

@@ -299,7 +299,7 @@ def detach_producer(buf: bytearray | memoryview, pos: int = 0) -> bool:
     header = parse_batch_header(buf, pos)
     if header.producer_id == NO_PRODUCER_ID and not header.is_transactional:
         return False
-    _stamp_producer(buf, pos, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, transactional=False)
+    _stamp_producer(buf, pos, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, clear_transactional=True)
     return True
 
 
@@ -310,7 +310,7 @@ def attach_producer(
     the transactional bit is cleared and producerId, producerEpoch and baseSequence are set;
     the CRC is carried over the change (:func:`carry_crc`). A mirror does this so the target
     recognises a batch it sends again, while never seeing the source's producers."""
-    _stamp_producer(buf, pos, producer_id, producer_epoch, base_sequence, transactional=False)
+    _stamp_producer(buf, pos, producer_id, producer_epoch, base_sequence, clear_transactional=True)
 
 
 def set_producer(
@@ -318,7 +318,7 @@ def set_producer(
 ) -> None:
     """Rewrites producerId, producerEpoch and baseSequence in place and carries the CRC over
     the change (:func:`carry_crc`); the attributes and the records stay as they are."""
-    _stamp_producer(buf, pos, producer_id, producer_epoch, base_sequence, transactional=None)
+    _stamp_producer(buf, pos, producer_id, producer_epoch, base_sequence, clear_transactional=False)
 
 
 def _stamp_producer(
@@ -328,12 +328,12 @@ def _stamp_producer(
     producer_epoch: int,
     base_sequence: int,
     *,
-    transactional: bool | None,
+    clear_transactional: bool,
 ) -> None:
-    """The producer fields written, the transactional bit cleared when ``transactional`` is
-    False (None leaves it), the CRC carried over both."""
+    """The producer fields written, and the transactional bit cleared if asked, the CRC carried
+    over both."""
     start = _covered_start(buf, pos, _PRODUCER_PART)
-    if transactional is False:
+    if clear_transactional:
         _I16.pack_into(start, 0, _I16.unpack_from(start, 0)[0] & ~TRANSACTIONAL_BIT)
     _PRODUCER_FIELDS.pack_into(start, _PRODUCER_ID_OFFSET - _CRC_START, producer_id, producer_epoch, base_sequence)
     carry_crc(buf, pos, start)
