@@ -10,12 +10,17 @@ written), ``checkpointed``.
 
 The first two are reached in the cleaner's worker process (or thread): there the hook kills the
 broker (its parent) and then itself, as a broker killed mid-clean loses both.
+
+``TRIBUTARY_CLEANER_TEST_KILL_AT=@<path>`` arms the hook with the phase the file holds, read
+each time a phase is reached (an empty or missing file: disarmed), so that a test can arm and
+disarm a running broker without restarting it.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 KILL_ENV = "TRIBUTARY_CLEANER_TEST_KILL_AT"
 #: Set by the broker for its worker processes: the pid the hook kills first.
@@ -24,8 +29,19 @@ BROKER_PID_ENV = "TRIBUTARY_CLEANER_BROKER_PID"
 PHASES = ("map-built", "cleaned-written", "swap-committed", "old-deleted", "log-renamed", "swapped", "checkpointed")
 
 
+def armed() -> str | None:
+    """The phase the hook kills at, if any."""
+    value = os.environ.get(KILL_ENV)
+    if value is None or not value.startswith("@"):
+        return value
+    try:
+        return Path(value[1:]).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def reached(phase: str) -> None:
-    if os.environ.get(KILL_ENV) != phase:
+    if armed() != phase:
         return
     broker = os.environ.get(BROKER_PID_ENV)
     if broker is not None and int(broker) != os.getpid():
