@@ -6,10 +6,14 @@ out of it.
   (JoinGroup, SyncGroup, OffsetCommit) get a ticket; the handler sleeps on it
   until a :class:`~.messages.Reply` for that ticket comes out of the state
   machine, whichever call produced it (another member's JoinGroup, a timer).
-- :class:`~.messages.Write` effects are appended at once, synchronously, and
-  their outcome fed straight back, so no other request runs between a write and
-  its consequences. Replies produced along the way are delivered after the
-  writes are on disk when the flush policy asks for it.
+- :class:`~.messages.Write` effects are appended at once, in the order the state
+  machine made them; their outcome is fed back once they are durable (on every
+  in-sync replica, and on disk when the flush policy asks for it), or with why not,
+  as Kafka's coordinator appends with acks=all: an OffsetCommit is answered only
+  once a coordinator that takes the partition over will find it. Other requests
+  run meanwhile; the state machine keeps what a write carries pending until its
+  outcome (an offset commit counts once written). Replies are delivered after
+  the writes of the same call are settled.
 - One task sleeps until the state machine's next deadline (``trio.sleep_until``
   semantics through a cancel scope, so tests can use trio's MockClock) and fires
   the timers; any call that changes the deadlines wakes it.
@@ -54,6 +58,7 @@ from tributary.broker.group.messages import (
     SyncRequest,
     SyncResult,
     TxnCommitRequest,
+    Write,
 )
 from tributary.broker.group.offsets import TopicPartition
 from tributary.broker.group.placement import OFFSETS_TOPIC
@@ -214,21 +219,28 @@ class GroupService:
     async def _apply(self, effects: list[Effect]) -> None:
         replies: list[Reply] = []
         queue = deque(effects)
-        wrote = False
         while queue:
-            effect = queue.popleft()
-            if isinstance(effect, Reply):
-                replies.append(effect)
-                continue
-            now = self._clock()
-            error = self._storage.append(effect.partition, effect.records, now, effect.producer)
-            wrote = True
-            queue.extend(self.coordinator.write_completed(now, effect.write_id, error))
-        self._deadlines_changed.set()
-        if wrote:
-            # Shielded: the replies may belong to other requests than the caller's.
-            with trio.CancelScope(shield=True):
-                await self._storage.flush()
+            appended: list[Write] = []
+            while queue:
+                effect = queue.popleft()
+                if isinstance(effect, Reply):
+                    replies.append(effect)
+                    continue
+                now = self._clock()
+                error = self._storage.append(effect.partition, effect.records, now, effect.producer)
+                if error == ErrorCode.NONE:
+                    appended.append(effect)
+                else:  # refused: nothing to wait for
+                    queue.extend(self.coordinator.write_completed(now, effect.write_id, error))
+            if appended:
+                self._deadlines_changed.set()  # the timer task need not wait for the replicas
+                # Shielded: the outcomes and replies may belong to other requests than the caller's.
+                with trio.CancelScope(shield=True):
+                    outcomes = await self._storage.flush()
+                for write in appended:
+                    error = outcomes.get(write.partition, ErrorCode.NONE)
+                    queue.extend(self.coordinator.write_completed(self._clock(), write.write_id, error))
+        self._deadlines_changed.set()  # (a call that made no effect may still have set a timer)
         for reply in replies:
             waiter = self._waiting.pop(reply.ticket, None)
             if waiter is not None:

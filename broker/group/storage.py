@@ -36,8 +36,8 @@ Records = list[Loaded]
 
 #: Bytes read per step while loading a partition.
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
-#: How long a write waits for the partition's in-sync replicas before it is answered anyway
-#: (Kafka's offsets.commit.timeout.ms).
+#: How long a write waits for the partition's in-sync replicas before it fails with
+#: REQUEST_TIMED_OUT (Kafka's offsets.commit.timeout.ms).
 REPLICATION_TIMEOUT_S = 5.0
 
 
@@ -60,8 +60,10 @@ class Storage(Protocol):
         producer: tuple[int, int] | None = None,
     ) -> ErrorCode: ...
 
-    async def flush(self) -> None:
-        """Make the appended records as durable as the broker promises before answering."""
+    async def flush(self) -> dict[int, ErrorCode]:
+        """Make the records appended since the last flush as durable as the broker promises
+        before answering: on disk when the flush policy says so, and on every in-sync replica.
+        Per partition appended to, NONE or why its records are not (a partition left out: NONE)."""
         ...
 
     async def read(self, partition: int) -> Records: ...
@@ -71,9 +73,8 @@ class OffsetsLogStorage:
     def __init__(self, partitions: PartitionManager, snapshot: Callable[[], ClusterSnapshot]) -> None:
         self._partitions = partitions
         self._snapshot = snapshot
-        self._unflushed: set[PartitionLog] = set()
-        # Replicated partitions appended to, and the offset their high watermark must reach.
-        self._unreplicated: dict[Partition, int] = {}
+        # Partitions appended to since the last flush, and the offset their high watermark must reach.
+        self._appended: dict[int, tuple[Partition, int]] = {}
 
     def append(
         self,
@@ -102,26 +103,34 @@ class OffsetsLogStorage:
         except LogError as exc:
             log.warning("%s-%d: append refused: %s", OFFSETS_TOPIC, partition, exc)
             return exc.error_code
-        if target.log.needs_flush(int(time.time() * 1000)):
-            self._unflushed.add(target.log)
-        if target.replicated:
-            self._unreplicated[target] = result.last_offset + 1
+        self._appended[partition] = (target, result.last_offset + 1)
         return ErrorCode.NONE
 
-    async def flush(self) -> None:
-        """fsync what the flush policy says must be on disk before it is acknowledged."""
-        logs, self._unflushed = self._unflushed, set()
-        for partition_log in logs:
-            await trio.to_thread.run_sync(partition_log.flush)
-        # As Kafka's coordinator appends with acks=all: a commit answered is on every in-sync
-        # replica, so a coordinator that moves finds it. Past the timeout it is answered anyway
-        # (held in memory here, and in the leader's log).
-        pending, self._unreplicated = self._unreplicated, {}
+    async def flush(self) -> dict[int, ErrorCode]:
+        """As Kafka's coordinator appends with acks=all: a write counts once it is on every
+        in-sync replica (and on disk when the flush policy says so), so that a coordinator that
+        takes the partition over finds it; otherwise it fails (REQUEST_TIMED_OUT past the
+        timeout, NOT_LEADER_OR_FOLLOWER once leadership moved: the new leader may not hold it)."""
+        appended, self._appended = self._appended, {}
+        outcomes: dict[int, ErrorCode] = {}
+        flushed: dict[PartitionLog, ErrorCode] = {}
         deadline = trio.current_time() + REPLICATION_TIMEOUT_S
-        for partition, offset in pending.items():
-            if not await partition.wait_for_high_watermark(offset, deadline):
-                log.warning("%s-%d: a write was not replicated within %g s", OFFSETS_TOPIC, partition.index,
-                            REPLICATION_TIMEOUT_S)  # fmt: skip
+        for partition, (target, offset) in appended.items():
+            plog = target.log
+            if plog not in flushed:
+                flushed[plog] = ErrorCode.NONE
+                if plog.needs_flush(int(time.time() * 1000)):
+                    try:
+                        await trio.to_thread.run_sync(plog.flush)
+                    except LogError as exc:
+                        flushed[plog] = exc.error_code
+            outcome = flushed[plog]
+            settled = outcome != ErrorCode.NONE or not target.replicated  # failed, or no replicas to wait for
+            if not settled and not await target.wait_for_high_watermark(offset, deadline):
+                outcome = ErrorCode.REQUEST_TIMED_OUT if target.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                log.warning("%s-%d: a write was not replicated: %s", OFFSETS_TOPIC, partition, outcome.name)
+            outcomes[partition] = outcome
+        return outcomes
 
     async def read(self, partition: int) -> Records:
         """Every (key, value) of the partition, in log order."""

@@ -35,6 +35,8 @@ class MemoryStorage:
     def __init__(self) -> None:
         self.log: dict[int, list[Loaded]] = defaultdict(list)
         self.flushes = 0
+        #: What flush() answers per partition (by default every write is durable).
+        self.outcomes: dict[int, ErrorCode] = {}
         #: While set, flush() waits for this event.
         self.flush_gate: trio.Event | None = None
         #: While set, read() waits for this event.
@@ -56,10 +58,11 @@ class MemoryStorage:
     def mark(self, partition: int, producer_id: int, commit: bool) -> None:
         self.log[partition].append(TxnEnd(producer_id, commit))
 
-    async def flush(self) -> None:
+    async def flush(self) -> dict[int, ErrorCode]:
         self.flushes += 1
         if self.flush_gate is not None:
             await self.flush_gate.wait()
+        return dict(self.outcomes)
 
     async def read(self, partition: int) -> list[Loaded]:
         if self.read_gate is not None:
@@ -197,6 +200,33 @@ async def test_replies_wait_for_the_flush(
         assert not done.is_set()
         storage.flush_gate.set()
     assert storage.flushes == 1
+    value = service.fetch_offsets("g", [("t", 0)]).offsets[("t", 0)]
+    assert value is not None and value.offset == 5
+
+
+@pytest.mark.parametrize(
+    ("outcome", "answered"),
+    [
+        (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR),  # leadership moved meanwhile
+        (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.REQUEST_TIMED_OUT),  # no in-sync replica took it in time
+    ],
+)
+async def test_a_commit_not_on_the_replicas_is_refused_and_not_counted(
+    service: GroupService,
+    storage: MemoryStorage,
+    autojump_clock: trio.testing.MockClock,
+    outcome: ErrorCode,
+    answered: ErrorCode,
+) -> None:
+    # A coordinator that took the partition over would not find such a commit: acknowledging
+    # it loses it (a CI run saw a commit acknowledged by the old coordinator, then truncated
+    # away by the new leader).
+    assert (await service.commit(CommitRequest("g", "", None, -1, {("t", 0): OffsetAndMetadata(5)}))).errors == {
+        ("t", 0): ErrorCode.NONE
+    }
+    storage.outcomes = dict.fromkeys(range(CONFIG.offsets_topic_partitions), outcome)
+    result = await service.commit(CommitRequest("g", "", None, -1, {("t", 0): OffsetAndMetadata(9)}))
+    assert result.errors == {("t", 0): answered}
     value = service.fetch_offsets("g", [("t", 0)]).offsets[("t", 0)]
     assert value is not None and value.offset == 5
 
